@@ -1,0 +1,165 @@
+"""Robot spec: joint names, servo IDs, limits, effort bounds, homing and the gripper map.
+
+The YAML next to the MJCF is the single source of these numbers; everything else (driver,
+simulator, features, training, estimator) reads them through :func:`load_spec`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROBOTS_DIR = Path(__file__).resolve().parent / "robots"
+DEFAULT_ROBOT = "open_manipulator_x"
+
+
+class SpecError(ValueError):
+    """A robot spec file is missing, malformed or inconsistent."""
+
+
+@dataclass(frozen=True)
+class JointSpec:
+    name: str
+    servo_id: int
+    type: str                 # "revolute" or "gripper"
+    lower: float              # rad (gripper: slide, m)
+    upper: float              # rad (gripper: slide, m)
+    effort: float             # symmetric simulator effort bound (N*m; gripper: slide force)
+    homing_offset: float      # rad added to the servo angle
+    drive_direction: int      # +1 or -1
+
+
+@dataclass(frozen=True)
+class GripperMap:
+    """Linear map between the gripper servo angle (rad) and the single-finger slide (m)."""
+
+    angle_points: tuple[float, float]
+    slide_points: tuple[float, float]
+
+    @property
+    def slope(self) -> float:
+        """Slide metres per servo radian."""
+        (a0, a1), (s0, s1) = self.angle_points, self.slide_points
+        return (s1 - s0) / (a1 - a0)
+
+    def angle_to_slide(self, angle):
+        return self.slide_points[0] + (np.asarray(angle) - self.angle_points[0]) * self.slope
+
+    def slide_to_angle(self, slide):
+        return self.angle_points[0] + (np.asarray(slide) - self.slide_points[0]) / self.slope
+
+
+@dataclass(frozen=True)
+class RobotSpec:
+    name: str
+    mjcf_path: Path
+    base_frame: str
+    tool_site: str
+    frame_period: float
+    servo_model: str
+    servo_model_number: int
+    baud_rate: int
+    position_gains: dict[str, int]
+    joints: tuple[JointSpec, ...]
+    gripper: GripperMap
+
+    @property
+    def joint_names(self) -> list[str]:
+        return [j.name for j in self.joints]
+
+    @property
+    def arm_joint_names(self) -> list[str]:
+        return [j.name for j in self.joints if j.type == "revolute"]
+
+    @property
+    def n_motors(self) -> int:
+        return len(self.joints)
+
+    @property
+    def n_arm(self) -> int:
+        return len(self.arm_joint_names)
+
+    @property
+    def servo_ids(self) -> list[int]:
+        return [j.servo_id for j in self.joints]
+
+    @property
+    def effort_bounds(self) -> np.ndarray:
+        """Upper effort bound per motor (the lower bound is its negative)."""
+        return np.array([j.effort for j in self.joints])
+
+    @property
+    def lower(self) -> np.ndarray:
+        """Lower limit per motor in simulator coordinates (rad; gripper slide m)."""
+        return np.array([j.lower for j in self.joints])
+
+    @property
+    def upper(self) -> np.ndarray:
+        return np.array([j.upper for j in self.joints])
+
+    def servo_angle_limits(self) -> tuple[np.ndarray, np.ndarray]:
+        """Joint-side position limits in servo angle terms (rad), the gripper mapped from slide."""
+        lower, upper = self.lower.copy(), self.upper.copy()
+        for k, joint in enumerate(self.joints):
+            if joint.type == "gripper":
+                a, b = self.gripper.slide_to_angle([joint.lower, joint.upper])
+                lower[k], upper[k] = min(a, b), max(a, b)
+        return lower, upper
+
+
+def _require(mapping: dict, key: str, where: str):
+    if key not in mapping:
+        raise SpecError(f"{where}: missing key '{key}'")
+    return mapping[key]
+
+
+@lru_cache(maxsize=8)
+def load_spec(path: str | Path | None = None) -> RobotSpec:
+    """Load a robot spec YAML (default: the OpenManipulator-X shipped with this package)."""
+    spec_path = Path(path) if path is not None else ROBOTS_DIR / f"{DEFAULT_ROBOT}.yaml"
+    if not spec_path.is_file():
+        raise SpecError(f"robot spec not found: {spec_path}")
+    raw = yaml.safe_load(spec_path.read_text())
+    where = str(spec_path)
+    joints = []
+    for entry in _require(raw, "joints", where):
+        joint = JointSpec(
+            name=str(_require(entry, "name", where)),
+            servo_id=int(_require(entry, "servo_id", where)),
+            type=str(_require(entry, "type", where)),
+            lower=float(_require(entry, "lower", where)),
+            upper=float(_require(entry, "upper", where)),
+            effort=float(_require(entry, "effort", where)),
+            homing_offset=float(entry.get("homing_offset", 0.0)),
+            drive_direction=int(entry.get("drive_direction", 1)),
+        )
+        if joint.type not in ("revolute", "gripper"):
+            raise SpecError(f"{where}: joint {joint.name}: type must be revolute or gripper")
+        if joint.lower >= joint.upper:
+            raise SpecError(f"{where}: joint {joint.name}: lower limit must be below upper")
+        if joint.drive_direction not in (1, -1):
+            raise SpecError(f"{where}: joint {joint.name}: drive_direction must be 1 or -1")
+        joints.append(joint)
+    if len({j.servo_id for j in joints}) != len(joints):
+        raise SpecError(f"{where}: servo IDs must be unique")
+    servo = _require(raw, "servo", where)
+    grip = _require(raw, "gripper", where)
+    gripper = GripperMap(tuple(map(float, grip["angle_points"])), tuple(map(float, grip["slide_points"])))
+    mjcf_path = (spec_path.parent / _require(raw, "mjcf", where)).resolve()
+    return RobotSpec(
+        name=str(raw["name"]),
+        mjcf_path=mjcf_path,
+        base_frame=str(raw.get("base_frame", "world")),
+        tool_site=str(raw.get("tool_site", "tool")),
+        frame_period=float(raw.get("frame_period", 0.017)),
+        servo_model=str(servo["model"]),
+        servo_model_number=int(servo["model_number"]),
+        baud_rate=int(servo["baud_rate"]),
+        position_gains={k: int(v) for k, v in servo["position_gains"].items()},
+        joints=tuple(joints),
+        gripper=gripper,
+    )

@@ -1,0 +1,1 @@
+"""Leader-to-follower teleoperation node, episode recorder node and its keyboard CLI."""

@@ -1,0 +1,1 @@
+"""Bag to NAD conversion, the NeuralActuator model in JAX/Flax, MJX rollout training, evaluation, classical baselines and ONNX export (CLI na-train)."""
