@@ -7,6 +7,11 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+# Concurrent runs (two shells, parallel test sessions) wait for each other.
+if [ -z "${NA_BOOTSTRAP_LOCKED:-}" ] && command -v flock >/dev/null; then
+  export NA_BOOTSTRAP_LOCKED=1
+  exec flock "$ROOT/.bootstrap.lock" "$0" "$@"
+fi
 VENV="$ROOT/.venv"
 STAMPS="$VENV/.na-stamps"
 ROS_SYSTEM=/opt/ros/jazzy
