@@ -126,7 +126,9 @@ fi
 #    of files changes.
 build_inputs=$(
   cd "$ROOT"
-  find src -type f -not -path '*/__pycache__/*' -not -name '*.pyc' | LC_ALL=C sort
+  # Python sources are symlinked (develop mode), so only non-Python files and manifests count.
+  find src -type f -not -path '*/__pycache__/*' -not -path '*/test/*' -not -name '*.py' -not -name '*.pyc' \
+    | LC_ALL=C sort
   find src \( -name package.xml -o -name setup.py -o -name setup.cfg -o -name CMakeLists.txt \
     -o -name '*.msg' -o -name '*.srv' \) -type f | LC_ALL=C sort | xargs cat
 )
