@@ -101,6 +101,26 @@ class RobotSpec:
     def upper(self) -> np.ndarray:
         return np.array([j.upper for j in self.joints])
 
+    def servo_to_joint(self, servo_angle):
+        """Servo angle (rad, 2048 pulses = 0) -> joint-side angle: direction * angle + homing offset."""
+        direction = np.array([j.drive_direction for j in self.joints], dtype=float)
+        offset = np.array([j.homing_offset for j in self.joints])
+        return direction * np.asarray(servo_angle, dtype=float) + offset
+
+    def joint_to_servo(self, joint_angle):
+        """Inverse of :meth:`servo_to_joint`."""
+        direction = np.array([j.drive_direction for j in self.joints], dtype=float)
+        offset = np.array([j.homing_offset for j in self.joints])
+        return (np.asarray(joint_angle, dtype=float) - offset) * direction
+
+    def to_sim_coordinates(self, joint_angle):
+        """Joint-side angles (gripper: servo angle, rad) -> MuJoCo coordinates (gripper: slide, m)."""
+        q = np.array(joint_angle, dtype=float)
+        for k, joint in enumerate(self.joints):
+            if joint.type == "gripper":
+                q[..., k] = self.gripper.angle_to_slide(q[..., k])
+        return q
+
     def servo_angle_limits(self) -> tuple[np.ndarray, np.ndarray]:
         """Joint-side position limits in servo angle terms (rad), the gripper mapped from slide."""
         lower, upper = self.lower.copy(), self.upper.copy()

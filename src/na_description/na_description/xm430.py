@@ -203,3 +203,40 @@ def decode_value(register: Register, raw: bytes | bytearray | memoryview) -> int
 def decode_hardware_error(byte: int) -> list[str]:
     """Names of the set Hardware Error Status bits."""
     return [name for bit, name in HARDWARE_ERROR_NAMES.items() if byte & bit]
+
+
+# ---- the per-cycle state block (Present PWM .. Present Temperature) ----------------------
+@dataclass(frozen=True)
+class StateBlock:
+    """One servo's state block decoded to SI, servo side (before homing/direction)."""
+
+    pwm: float                 # fraction of full duty, -1 ... 1
+    current: float             # A
+    velocity: float            # rad/s
+    position: float            # rad (2048 pulses = 0)
+    velocity_trajectory: float  # rad/s
+    position_trajectory: float  # rad
+    input_voltage: float       # V
+    temperature: float         # degC
+
+
+def decode_state_block(raw: bytes | bytearray | memoryview, start: int = STATE_BLOCK_START) -> StateBlock:
+    """Decode the bytes read from ``start`` (default 124) through Present Temperature (146)."""
+    raw = bytes(raw)
+    if len(raw) < STATE_BLOCK_START + STATE_BLOCK_LENGTH - start:
+        raise ValueError(f"state block needs {STATE_BLOCK_START + STATE_BLOCK_LENGTH - start} bytes, got {len(raw)}")
+
+    def field(name: str) -> int:
+        reg = REGISTERS[name]
+        return decode_value(reg, raw[reg.address - start: reg.end - start])
+
+    return StateBlock(
+        pwm=float(pwm_units_to_fraction(field("present_pwm"))),
+        current=float(current_units_to_amp(field("present_current"))),
+        velocity=float(velocity_units_to_rad_s(field("present_velocity"))),
+        position=float(pulses_to_rad(field("present_position"))),
+        velocity_trajectory=float(velocity_units_to_rad_s(field("velocity_trajectory"))),
+        position_trajectory=float(pulses_to_rad(field("position_trajectory"))),
+        input_voltage=float(voltage_units_to_volt(field("present_input_voltage"))),
+        temperature=float(field("present_temperature")) * TEMPERATURE_UNIT_C,
+    )

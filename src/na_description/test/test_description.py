@@ -127,3 +127,12 @@ def test_bad_spec_is_a_clear_error(tmp_path) -> None:
                    " effort: 1}\nservo: {}\ngripper: {}\n")
     with pytest.raises(SpecError, match="lower limit"):
         load_spec(bad)
+
+
+def test_servo_joint_conversions_round_trip() -> None:
+    spec = load_spec()
+    angles = np.array([0.3, -0.2, 1.0, -1.0, 0.5])
+    np.testing.assert_allclose(spec.joint_to_servo(spec.servo_to_joint(angles)), angles)
+    sim = spec.to_sim_coordinates(angles)
+    np.testing.assert_allclose(sim[:4], angles[:4])
+    assert sim[4] == pytest.approx(float(spec.gripper.angle_to_slide(0.5)))

@@ -56,3 +56,24 @@ def test_signed_register_round_trip() -> None:
 def test_hardware_error_names() -> None:
     assert xm430.decode_hardware_error(0) == []
     assert xm430.decode_hardware_error(0b100100) == ["overheating", "overload"]
+
+
+def test_decode_state_block() -> None:
+    values = {"present_pwm": -885, "present_current": 100, "present_velocity": -10, "present_position": 3072,
+              "velocity_trajectory": 5, "position_trajectory": 1024, "present_input_voltage": 121,
+              "present_temperature": 41}
+    raw = bytearray(xm430.STATE_BLOCK_LENGTH)
+    for name, value in values.items():
+        reg = xm430.REGISTERS[name]
+        start = reg.address - xm430.STATE_BLOCK_START
+        raw[start: start + reg.size] = xm430.encode_value(reg, value)
+    block = xm430.decode_state_block(raw)
+    assert block.pwm == -1.0
+    assert block.current == pytest.approx(0.269)
+    assert block.velocity == pytest.approx(-10 * 0.229 * 2 * np.pi / 60)
+    assert block.position == pytest.approx(np.pi / 2)
+    assert block.position_trajectory == pytest.approx(-np.pi / 2)
+    assert block.input_voltage == pytest.approx(12.1)
+    assert block.temperature == 41.0
+    with pytest.raises(ValueError, match="needs 23 bytes"):
+        xm430.decode_state_block(raw[:10])
