@@ -18,5 +18,7 @@ setup(
     maintainer_email="maintainers@neuralactuator.invalid",
     description="The feature contract shared with training, the ONNX Runtime model wrapper, the estimator node and its latency benchmark.",
     license="Apache-2.0",
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": [
+        "estimator = na_estimator.estimator_node:main",
+    ]},
 )

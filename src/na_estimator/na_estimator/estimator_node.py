@@ -1,0 +1,181 @@
+"""Estimator node: wires the follower's ArmState and JointCommand to EstimatorCore and publishes
+force, contact, condition, torque surrogate, the combined estimate, an RViz arrow and diagnostics."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Point, Vector3, WrenchStamped
+from na_description.model import Kinematics
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import Marker
+
+from na_description import load_spec
+from na_estimator.estimator_core import ArmInput, Estimate, EstimatorCore
+from na_estimator.onnx_model import DEFAULT_PROVIDERS, ModelLoadError, OnnxActuatorModel
+from na_msgs.msg import ActuatorEstimate, ArmState, Contact, JointCommand, MotorCondition
+
+MARKER_SCALE_M_PER_N = 0.02   # arrow length per newton in RViz
+
+
+def _stamp_seconds(stamp) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+class EstimatorNode(Node):
+    def __init__(self, **node_kwargs) -> None:
+        super().__init__("estimator", **node_kwargs)
+        p = self._declare
+        self.model_path = p("model_path", "", "ONNX model exported by `na-train export` (required)")
+        self.providers = p("providers", list(DEFAULT_PROVIDERS),
+                           "ONNX Runtime execution providers in order of preference; falls back to CPU")
+        self.threads = p("intra_op_threads", 1, "ONNX Runtime intra-op threads")
+        arm_topic = p("arm_state_topic", "/follower/arm_state", "follower ArmState input")
+        command_topic = p("command_topic", "/follower/command", "follower JointCommand input (goal features)")
+        stale_timeout = p("stale_timeout", 0.1, "s; an ArmState older than this on arrival is not estimated on")
+        command_timeout = p("command_timeout", 0.5, "s; the latest JointCommand must be at most this old")
+        max_gap = p("max_gap", 0.1, "s; a gap between states longer than this restarts the history window")
+        contact_on = p("contact_threshold_on", 0.6, "contact probability above which contact starts")
+        contact_off = p("contact_threshold_off", 0.4, "contact probability below which contact ends")
+        self.frame_id = p("frame_id", "world", "robot base frame of the force outputs")
+        self.publish_marker = p("publish_marker", True, "publish the RViz force arrow")
+        self.publish_split = p("publish_split_topics", True,
+                               "publish force/contact/condition/torque topics besides the combined estimate")
+        diagnostics_period = p("diagnostics_period", 1.0, "s between /diagnostics messages")
+
+        self.spec = load_spec()
+        self._kinematics = Kinematics(self.spec)
+        model = self._load_model(self.model_path)
+        if model is None:
+            raise SystemExit(2)
+        self.core = EstimatorCore(model, self.spec, stale_timeout=stale_timeout, command_timeout=command_timeout,
+                                  max_gap=max_gap, contact_on=contact_on, contact_off=contact_off)
+        self.get_logger().info(f"loaded {self.model_path}: {model.provider.describe()}")
+
+        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self.pub_estimate = self.create_publisher(ActuatorEstimate, "/estimator/estimate", qos)
+        self.pub_force = self.create_publisher(WrenchStamped, "/estimator/force", qos)
+        self.pub_contact = self.create_publisher(Contact, "/estimator/contact", qos)
+        self.pub_condition = self.create_publisher(MotorCondition, "/estimator/condition", qos)
+        self.pub_torque = self.create_publisher(JointState, "/estimator/torque", qos)
+        self.pub_marker = self.create_publisher(Marker, "/estimator/marker", qos)
+        self.pub_diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_subscription(JointCommand, command_topic, self._on_command, qos)
+        self.create_subscription(ArmState, arm_topic, self._on_arm_state, qos)
+        self.create_service(Trigger, "~/reload", self._on_reload)
+        self.create_timer(diagnostics_period, self._publish_diagnostics)
+
+    def _declare(self, name: str, default, description: str):
+        return self.declare_parameter(name, default, ParameterDescriptor(description=description)).value
+
+    def _load_model(self, path: str) -> OnnxActuatorModel | None:
+        if not path:
+            self.get_logger().error("parameter model_path is empty: give the ONNX model from `na-train export`")
+            return None
+        try:
+            return OnnxActuatorModel(path, self.spec, providers=list(self.providers), intra_op_threads=self.threads)
+        except ModelLoadError as exc:
+            self.get_logger().error(str(exc))
+            return None
+
+    def _on_command(self, msg: JointCommand) -> None:
+        self.core.on_command(_stamp_seconds(msg.header.stamp), np.asarray(msg.position))
+
+    def _on_arm_state(self, msg: ArmState) -> None:
+        arm = ArmInput(
+            stamp=_stamp_seconds(msg.header.stamp),
+            position=np.asarray(msg.position), gripper_slide=float(msg.gripper_slide),
+            velocity=np.asarray(msg.velocity), current=np.asarray(msg.current),
+            input_voltage=np.asarray(msg.input_voltage), temperature=np.asarray(msg.temperature),
+            stale=np.asarray(msg.stale, dtype=bool) if len(msg.stale) else None,
+        )
+        estimate = self.core.on_arm_state(arm, self.get_clock().now().nanoseconds * 1e-9)
+        if estimate is not None:
+            self._publish(msg, estimate)
+
+    def _publish(self, state: ArmState, est: Estimate) -> None:
+        header = state.header
+        header.frame_id = self.frame_id
+        names = self.spec.joint_names
+        out = ActuatorEstimate(header=header, name=names, torque_surrogate=est.torque_surrogate.tolist(),
+                               force_raw=Vector3(x=est.force_raw[0], y=est.force_raw[1], z=est.force_raw[2]),
+                               force=Vector3(x=est.force[0], y=est.force[1], z=est.force[2]),
+                               contact_probability=est.contact_probability, in_contact=est.in_contact,
+                               condition=est.condition.tolist(), inference_latency=est.latency,
+                               window_fill=est.window_fill)
+        self.pub_estimate.publish(out)
+        if self.publish_split:
+            wrench = WrenchStamped(header=header)
+            wrench.wrench.force = out.force
+            self.pub_force.publish(wrench)
+            self.pub_contact.publish(Contact(header=header, probability=est.contact_probability,
+                                             in_contact=est.in_contact))
+            self.pub_condition.publish(MotorCondition(header=header, name=names, score=out.condition))
+            self.pub_torque.publish(JointState(header=header, name=names, effort=out.torque_surrogate))
+        if self.publish_marker:
+            self.pub_marker.publish(self._arrow(state, est, header))
+
+    def _arrow(self, state: ArmState, est: Estimate, header) -> Marker:
+        tip = self._kinematics.tool_position(np.asarray(state.position[: self.spec.n_arm]))
+        tail = tip - MARKER_SCALE_M_PER_N * est.force
+        marker = Marker(header=header, ns="estimator", id=0, type=Marker.ARROW, action=Marker.ADD)
+        marker.points = [Point(x=float(tail[0]), y=float(tail[1]), z=float(tail[2])),
+                         Point(x=float(tip[0]), y=float(tip[1]), z=float(tip[2]))]
+        marker.scale = Vector3(x=0.005, y=0.01, z=0.015)
+        marker.color.r, marker.color.a = 1.0, float(max(0.2, est.contact_probability))
+        return marker
+
+    def _on_reload(self, _request, response):
+        path = self.get_parameter("model_path").value
+        model = self._load_model(path)
+        if model is None:
+            response.success, response.message = False, f"kept the previous model; could not load {path}"
+            return response
+        self.core.set_model(model)
+        self.model_path = path
+        response.success, response.message = True, f"loaded {path}: {model.provider.describe()}"
+        self.get_logger().info(response.message)
+        return response
+
+    def _publish_diagnostics(self) -> None:
+        core = self.core
+        values = {"model": self.model_path, "provider": core.model.provider.in_use,
+                  "latency_p50_ms": f"{core.latency.percentile(50) * 1e3:.3f}",
+                  "latency_p99_ms": f"{core.latency.percentile(99) * 1e3:.3f}",
+                  **{k: str(v) for k, v in core.counters.as_dict().items()}}
+        dropped = sum(v for k, v in core.counters.as_dict().items() if k not in ("estimates", "window_resets"))
+        level = DiagnosticStatus.OK if dropped == 0 else DiagnosticStatus.WARN
+        status = DiagnosticStatus(level=level, name="estimator", hardware_id="neuralactuator",
+                                  message=f"{core.counters.estimates} estimates, {dropped} inputs refused",
+                                  values=[KeyValue(key=k, value=v) for k, v in values.items()])
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self.pub_diagnostics.publish(array)
+
+
+def main(argv: list[str] | None = None) -> int:
+    rclpy.init(args=argv if argv is not None else sys.argv)
+    try:
+        node = EstimatorNode()
+    except SystemExit as exc:
+        rclpy.try_shutdown()
+        return int(exc.code or 1)
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""Estimator core: contract checks, provider fallback, guards, causal window, hysteresis."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from na_estimator.estimator_core import ArmInput, ContactHysteresis, EstimatorCore
+from na_estimator.features import HISTORY_LENGTH, episode_features, history_windows
+from na_estimator.onnx_model import ModelLoadError, OnnxActuatorModel
+
+from na_description import load_spec
+
+SPEC = load_spec()
+PERIOD = 0.01
+
+
+def arm_input(stamp: float, rng: np.random.Generator) -> ArmInput:
+    return ArmInput(stamp=stamp, position=rng.uniform(-0.5, 0.5, 5), gripper_slide=float(rng.uniform(0, 0.01)),
+                    velocity=rng.uniform(-1, 1, 5), current=rng.uniform(-0.5, 0.5, 5),
+                    input_voltage=rng.uniform(11.5, 12.1, 5), temperature=rng.uniform(30, 40, 5))
+
+
+def make_core(path, **kwargs) -> EstimatorCore:
+    return EstimatorCore(OnnxActuatorModel(path, SPEC, providers=["CPUExecutionProvider"]), SPEC, **kwargs)
+
+
+def test_provider_falls_back_to_cpu_and_says_so(contract_model) -> None:
+    model = OnnxActuatorModel(contract_model, SPEC, providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert model.provider.in_use == "CPUExecutionProvider"
+    assert "CUDAExecutionProvider" in model.provider.describe()
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ({"feature_names": json.dumps(["x"] * 36)}, "feature names differ"),
+    ({"joint_names": json.dumps(["a", "b", "c", "d", "e"])}, "joint names"),
+    ({"schema_version": "na-features/0"}, "feature schema"),
+])
+def test_mismatched_model_is_refused_with_the_difference(model_builder, override, message) -> None:
+    path = model_builder("bad.onnx", metadata_overrides=override)
+    with pytest.raises(ModelLoadError, match=message):
+        OnnxActuatorModel(path, SPEC)
+
+
+def test_reordered_features_are_named(model_builder) -> None:
+    from na_estimator.features import feature_names
+
+    names = feature_names(SPEC)
+    names[0], names[1] = names[1], names[0]
+    path = model_builder("swap.onnx", metadata_overrides={"feature_names": json.dumps(names)})
+    with pytest.raises(ModelLoadError, match="different order: position 0"):
+        OnnxActuatorModel(path, SPEC)
+
+
+def test_missing_model_file_is_a_clear_error(tmp_path) -> None:
+    with pytest.raises(ModelLoadError, match="not found"):
+        OnnxActuatorModel(tmp_path / "none.onnx", SPEC)
+
+
+def test_streaming_estimates_equal_offline_windows(contract_model) -> None:
+    """The one-frame path (window by window) gives what the vectorised training path gives."""
+    core = make_core(contract_model)
+    rng = np.random.default_rng(1)
+    command = rng.uniform(-0.5, 0.5, 5)
+    inputs = [arm_input(1.0 + k * PERIOD, rng) for k in range(20)]
+    core.on_command(0.999, command)
+    streamed = [core.on_arm_state(a, now=a.stamp + 0.001) for a in inputs]
+    assert all(e is not None for e in streamed)
+    columns = {"goal_position": np.tile(command, (20, 1)), "position": np.stack([a.position for a in inputs]),
+               "gripper_slide": np.array([a.gripper_slide for a in inputs]),
+               "current": np.stack([a.current for a in inputs]), "velocity": np.stack([a.velocity for a in inputs]),
+               "input_voltage": np.stack([a.input_voltage for a in inputs]),
+               "temperature": np.stack([a.temperature for a in inputs])}
+    windows = history_windows(episode_features(columns, SPEC), core.model.contract.feature_mean)
+    offline = core.model.infer_batch(windows)
+    np.testing.assert_allclose(np.stack([e.force for e in streamed]), offline["force"], atol=1e-5)
+    assert [e.window_fill for e in streamed][:HISTORY_LENGTH + 1] == [*range(1, HISTORY_LENGTH + 1), HISTORY_LENGTH]
+
+
+def test_bad_input_never_becomes_an_estimate(contract_model) -> None:
+    core = make_core(contract_model, stale_timeout=0.05)
+    rng = np.random.default_rng(2)
+    good = arm_input(1.0, rng)
+    assert core.on_arm_state(good, now=1.0) is None          # no command yet
+    assert core.counters.no_command == 1
+    core.on_command(0.99, np.zeros(5))
+    assert core.on_arm_state(good, now=1.001) is not None
+    nan = arm_input(1.01, rng)
+    nan.current[2] = np.nan
+    assert core.on_arm_state(nan, now=1.011) is None
+    volts = arm_input(1.02, rng)
+    volts.input_voltage[:] = 40.0
+    assert core.on_arm_state(volts, now=1.021) is None
+    flagged = arm_input(1.03, rng)
+    flagged.stale = np.array([False, True, False, False, False])
+    assert core.on_arm_state(flagged, now=1.031) is None
+    assert core.counters.invalid_input == 3
+    assert core.on_arm_state(arm_input(1.0, rng), now=1.05) is None   # not after the last stamp
+    assert core.counters.out_of_order == 1
+    assert core.on_arm_state(arm_input(1.04, rng), now=1.2) is None   # 160 ms old on arrival
+    assert core.counters.stale_input == 1
+    assert core.counters.estimates == 1
+
+
+def test_gap_restarts_the_window(contract_model) -> None:
+    core = make_core(contract_model, max_gap=0.1)
+    rng = np.random.default_rng(3)
+    core.on_command(0.0, np.zeros(5))
+    fills = [core.on_arm_state(arm_input(t, rng), now=t).window_fill for t in (0.01, 0.02, 0.03)]
+    assert fills == [1, 2, 3]
+    after_gap = core.on_arm_state(arm_input(0.7, rng), now=0.7)
+    assert after_gap is None  # the command is 0.7 s old: refused
+    core.on_command(0.7, np.zeros(5))
+    after_gap = core.on_arm_state(arm_input(0.71, rng), now=0.71)
+    assert after_gap.window_fill == 1 and core.counters.window_resets == 1
+
+
+def test_contact_hysteresis() -> None:
+    contact = ContactHysteresis(on=0.6, off=0.4)
+    assert [contact.update(p) for p in (0.5, 0.61, 0.5, 0.41, 0.39, 0.5)] == [False, True, True, True, False, False]
+    with pytest.raises(ValueError, match="off"):
+        ContactHysteresis(on=0.3, off=0.5)

@@ -1,0 +1,750 @@
+"""``na-train convert``: rosbag2 episode bags -> Neural Actuation Dataset v1.
+
+Per episode: read the follower, leader, command, F/T, grasp and (simulated rig) truth streams,
+align them to the follower samples (or to a uniform grid with ``--rate``/``--frame-period``) by
+header stamp, make the force/contact/condition labels (``labels.py``) and write one Parquet file.
+Alignment rules (defaults in ``config/convert.yaml``):
+
+* command and leader: the latest sample at or before the frame, at most 15 ms old;
+* F/T: mean of the samples within +-5 ms of the frame, per channel (no sample -> label invalid);
+* ``/episode/grasp`` and ``/sim/truth/contact`` (``std_msgs/Bool``, no header): the latest state
+  at or before the frame by bag time, false before the first message;
+* ``/sim/truth/wrench``: nearest sample within 15 ms;
+* resampling: follower values are linearly interpolated between the bracketing samples (hardware
+  error bits and stale flags are taken from the earlier one); a bracket wider than 50 ms marks
+  the frame misaligned.
+
+Frames before every required stream has started or after one has ended are dropped; interior
+frames that miss a tolerance are kept, flagged ``aligned = false`` and counted in the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from na_training import align, labels
+from na_training.align import NS_PER_S, AlignmentError
+from na_training.labels import FixturePose, LabelError
+from na_training.nad import AXES, NadError, NadWriter, build_columns
+
+ARM_STATE = "na_msgs/msg/ArmState"
+JOINT_COMMAND = "na_msgs/msg/JointCommand"
+WRENCH_STAMPED = "geometry_msgs/msg/WrenchStamped"
+BOOL = "std_msgs/msg/Bool"
+
+# Built-in defaults; config/convert.yaml repeats them with comments (a test keeps both equal).
+DEFAULT_CONFIG: dict[str, Any] = {
+    "topics": {
+        "follower": "/follower/arm_state",
+        "leader": "/leader/arm_state",
+        "command": "/follower/command",
+        "ft": "/ft/wrench",
+        "grasp": "/episode/grasp",
+        "truth_wrench": "/sim/truth/wrench",
+        "truth_contact": "/sim/truth/contact",
+    },
+    "require_leader": True,
+    "tolerance": {
+        "command_s": 0.015,
+        "leader_s": 0.015,
+        "ft_half_window_s": 0.005,
+        "truth_s": 0.015,
+        "follower_gap_s": 0.05,
+    },
+    "fixture": {"position": [0.22, 0.0, 0.06], "rpy": [0.0, 0.0, 0.0]},
+    "tare": {"force": [0.0, 0.0, 0.0], "initial_seconds": 0.0},
+    "contact_threshold_n": 0.5,
+    "payload_valid_channels": ["x", "y", "z"],
+    "split_seed": 0,
+    "metadata_defaults": None,
+}
+
+EXPECTED_TYPES = {"follower": ARM_STATE, "leader": ARM_STATE, "command": JOINT_COMMAND, "ft": WRENCH_STAMPED,
+                  "grasp": BOOL, "truth_wrench": WRENCH_STAMPED, "truth_contact": BOOL}
+
+
+class ConvertError(RuntimeError):
+    """A bag or configuration cannot be converted; the message names the bag and the reason."""
+
+
+# ----------------------------------------------------------------------------------------- config
+
+# Sections taken as given (the fixture may carry the rig's extra keys, e.g. half_size_m).
+_FREE_FORM_KEYS = ("fixture", "metadata_defaults")
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any], where: str) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if key not in base:
+            raise ConvertError(f"{where}: unknown key '{key}' (known: {', '.join(sorted(base))})")
+        if key in _FREE_FORM_KEYS:
+            merged[key] = copy.deepcopy(value)
+        elif isinstance(base[key], dict) and isinstance(value, Mapping):
+            merged[key] = _merge(base[key], value, f"{where}.{key}")
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_config(path: str | Path | None = None) -> dict[str, Any]:
+    """Converter configuration: the built-in defaults, overridden by a YAML file when given."""
+    if path is None:
+        return copy.deepcopy(DEFAULT_CONFIG)
+    config_path = Path(path)
+    if not config_path.is_file():
+        raise ConvertError(f"config file not found: {config_path}")
+    try:
+        raw = yaml.safe_load(config_path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConvertError(f"{config_path}: invalid YAML ({err})") from err
+    if not isinstance(raw, Mapping):
+        raise ConvertError(f"{config_path}: expected a mapping at the top level")
+    return _merge(DEFAULT_CONFIG, raw, str(config_path))
+
+
+def validate_config(config: Mapping[str, Any]) -> None:
+    """Reject configuration values that would silently produce wrong labels."""
+    for key, value in config["tolerance"].items():
+        if not isinstance(value, int | float) or not np.isfinite(value) or value < 0:
+            raise ConvertError(f"config tolerance.{key} must be a non-negative number of seconds, got {value!r}")
+    threshold = config["contact_threshold_n"]
+    if not isinstance(threshold, int | float) or not np.isfinite(threshold) or threshold < 0:
+        raise ConvertError(f"config contact_threshold_n must be a non-negative number, got {threshold!r}")
+    unknown = set(config["payload_valid_channels"]) - set(AXES)
+    if unknown:
+        raise ConvertError(f"config payload_valid_channels: unknown axes {sorted(unknown)} (use x, y, z)")
+    tare = config["tare"]
+    if len(tare["force"]) != 3 or not float(tare["initial_seconds"]) >= 0:
+        raise ConvertError("config tare: force needs three values and initial_seconds must be >= 0")
+    try:
+        FixturePose.from_mapping(config["fixture"], "config fixture")
+    except LabelError as err:
+        raise ConvertError(str(err)) from err
+
+
+# ----------------------------------------------------------------------------------------- bag input
+
+@dataclass
+class Stream:
+    """One topic's samples: stamps (ns, sorted) and named value arrays (first axis = samples)."""
+
+    stamps: np.ndarray
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.stamps)
+
+
+def _stamp_ns(stamp: Any) -> int:
+    return int(stamp.sec) * NS_PER_S + int(stamp.nanosec)
+
+
+def _arm_state_rows(messages: list[Any], joint_names: Sequence[str], what: str) -> dict[str, np.ndarray]:
+    n = len(joint_names)
+    rows: dict[str, list] = {k: [] for k in ("position", "velocity", "goal_position", "current", "pwm",
+                                             "input_voltage", "temperature", "hardware_error", "stale",
+                                             "gripper_slide", "goal_gripper_slide", "bus_cycle_duration")}
+    for k, msg in enumerate(messages):
+        names = list(msg.name)
+        if names and names != list(joint_names):
+            missing = [j for j in joint_names if j not in names]
+            if missing:
+                raise ConvertError(f"{what}: message {k} lacks joints {missing} (has {names})")
+        order = [names.index(j) for j in joint_names] if names else list(range(n))
+        for key in ("position", "velocity", "goal_position", "current", "pwm", "input_voltage", "temperature"):
+            vector = np.asarray(getattr(msg, key), dtype=np.float64)
+            if vector.shape[0] != (len(names) or n):
+                raise ConvertError(f"{what}: message {k} field {key} has {vector.shape[0]} values, expected "
+                                   f"{len(names) or n}")
+            rows[key].append(vector[order])
+        errors = np.asarray(msg.hardware_error, dtype=np.uint8)
+        rows["hardware_error"].append(errors[order] if errors.size else np.zeros(n, dtype=np.uint8))
+        stale = np.asarray(msg.stale, dtype=bool)
+        rows["stale"].append(stale[order] if stale.size else np.zeros(n, dtype=bool))
+        rows["gripper_slide"].append(float(msg.gripper_slide))
+        rows["goal_gripper_slide"].append(float(msg.goal_gripper_slide))
+        rows["bus_cycle_duration"].append(float(msg.bus_cycle_duration))
+    return {k: np.asarray(v) for k, v in rows.items()}
+
+
+def _command_rows(messages: list[Any], joint_names: Sequence[str], what: str) -> dict[str, np.ndarray]:
+    positions, slides = [], []
+    for k, msg in enumerate(messages):
+        names = list(msg.name)
+        vector = np.asarray(msg.position, dtype=np.float64)
+        if names and names != list(joint_names):
+            missing = [j for j in joint_names if j not in names]
+            if missing:
+                raise ConvertError(f"{what}: message {k} lacks joints {missing} (has {names})")
+            vector = vector[[names.index(j) for j in joint_names]]
+        if vector.shape[0] != len(joint_names):
+            raise ConvertError(f"{what}: message {k} has {vector.shape[0]} positions, expected {len(joint_names)}")
+        positions.append(vector)
+        slides.append(float(msg.gripper_slide))
+    return {"position": np.asarray(positions).reshape(-1, len(joint_names)), "gripper_slide": np.asarray(slides)}
+
+
+def _wrench_rows(messages: list[Any]) -> dict[str, np.ndarray]:
+    force = [[m.wrench.force.x, m.wrench.force.y, m.wrench.force.z] for m in messages]
+    return {"force": np.asarray(force, dtype=np.float64).reshape(-1, 3)}
+
+
+@dataclass
+class BagContents:
+    path: Path
+    metadata: dict[str, Any]
+    streams: dict[str, Stream]
+    topic_counts: dict[str, int]
+
+
+def _episode_metadata(path: Path, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Episode metadata through na_teleop.episode_bag when the bag has any, else None."""
+    from na_teleop.episode_bag import SIDECAR_NAME
+
+    meta_yaml = path / "metadata.yaml"
+    if not meta_yaml.is_file():
+        raise ConvertError(f"{path}: not a rosbag2 directory (no metadata.yaml)")
+    try:
+        info = yaml.safe_load(meta_yaml.read_text())["rosbag2_bagfile_information"]
+    except (yaml.YAMLError, KeyError, TypeError) as err:
+        raise ConvertError(f"{meta_yaml}: not rosbag2 metadata ({err})") from err
+    if info.get("custom_data") or (path / SIDECAR_NAME).is_file():
+        return None  # EpisodeReader reads it
+    defaults = config.get("metadata_defaults")
+    if not defaults:
+        raise ConvertError(f"{path}: no episode metadata (no custom_data in metadata.yaml, no {SIDECAR_NAME}); "
+                           "set metadata_defaults in the converter config to convert plain rosbag2 bags")
+    return dict(defaults)
+
+
+def read_bag(path: str | Path, config: Mapping[str, Any], joint_names: Sequence[str]) -> BagContents:
+    """Read the streams the converter needs from one rosbag2 directory (MCAP or sqlite3)."""
+    from na_teleop.episode_bag import EpisodeBagError, EpisodeReader, typestore, validate_metadata
+
+    path = Path(path)
+    defaults = _episode_metadata(path, config)
+    reader: Any
+    try:
+        if defaults is None:
+            reader = EpisodeReader(path)
+            metadata = dict(reader.metadata)
+            available = {name: t.msgtype for name, t in reader.topics.items()}
+            counts = {name: t.count for name, t in reader.topics.items()}
+            message_iter = reader.messages
+        else:
+            from rosbags.highlevel import AnyReader
+
+            reader = AnyReader([path], default_typestore=typestore())
+            reader.open()
+            metadata = defaults
+            available = {name: t.msgtype or "" for name, t in reader.topics.items()}
+            counts = {name: t.msgcount for name, t in reader.topics.items()}
+
+            def message_iter(names: list[str]):
+                connections = [c for c in reader.connections if c.topic in names]
+                for connection, stamp, raw in reader.messages(connections=connections):
+                    yield connection.topic, stamp, reader.deserialize(raw, connection.msgtype)
+    except EpisodeBagError as err:
+        raise ConvertError(str(err)) from err
+    except Exception as err:  # rosbags raises its own error types for broken storage files
+        raise ConvertError(f"{path}: cannot open bag ({type(err).__name__}: {err})") from err
+    try:
+        try:
+            metadata = validate_metadata(metadata)
+        except EpisodeBagError as err:
+            raise ConvertError(f"{path}: {err}") from err
+        if sum(counts.values()) == 0:
+            raise ConvertError(f"{path}: the bag is empty (no messages)")
+        wanted, required = _wanted_streams(path, metadata, config, available)
+        for role, topic in wanted.items():
+            if available[topic] != EXPECTED_TYPES[role]:
+                raise ConvertError(f"{path}: topic {topic} has type {available[topic]!r}, expected "
+                                   f"{EXPECTED_TYPES[role]}")
+        by_topic: dict[str, list[tuple[int, Any]]] = {topic: [] for topic in wanted.values()}
+        try:
+            for topic, stamp, message in message_iter(sorted(by_topic)):
+                by_topic[topic].append((int(stamp), message))
+        except Exception as err:  # deserialisation failures name the type that is unknown or malformed
+            raise ConvertError(f"{path}: cannot decode messages ({type(err).__name__}: {err})") from err
+    finally:
+        reader.close()
+    silent = [f"{wanted[role]} ({role})" for role in required if not by_topic[wanted[role]]]
+    if silent:
+        raise ConvertError(f"{path}: no messages on required topic(s) {', '.join(silent)}")
+    streams = {role: _to_stream(role, by_topic[topic], path, topic, joint_names) for role, topic in wanted.items()}
+    return BagContents(path=path, metadata=metadata, streams=streams, topic_counts=counts)
+
+
+def _wanted_streams(path: Path, metadata: Mapping[str, Any], config: Mapping[str, Any],
+                    available: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Role -> topic of the streams to read, and the roles that are required."""
+    topics = config["topics"]
+    required = ["follower", "command"] + (["leader"] if config["require_leader"] else [])
+    source = metadata["force_source"]
+    if source == "ft_sensor":
+        required.append("ft")
+    elif source == "payload":
+        required.append("grasp")
+    missing = [f"{topics[r]} ({r})" for r in required if topics[r] not in available]
+    if missing:
+        present = ", ".join(sorted(available)) or "none"
+        raise ConvertError(f"{path}: missing topic(s) {', '.join(missing)} for force_source={source}; "
+                           f"topics present: {present}")
+    optional = [r for r in ("leader", "ft", "grasp", "truth_wrench", "truth_contact")
+                if r not in required and topics[r] in available]
+    return {role: topics[role] for role in required + optional}, required
+
+
+def _to_stream(role: str, samples: list[tuple[int, Any]], path: Path, topic: str,
+               joint_names: Sequence[str]) -> Stream:
+    what = f"{path}: {topic}"
+    messages = [m for _, m in samples]
+    if EXPECTED_TYPES[role] == BOOL:
+        # std_msgs/Bool has no header: the bag (record) time is its stamp.
+        stamps = np.asarray([s for s, _ in samples], dtype=np.int64)
+        values = {"data": np.asarray([bool(m.data) for m in messages], dtype=np.float64)}
+    else:
+        stamps = np.asarray([_stamp_ns(m.header.stamp) for m in messages], dtype=np.int64)
+        if role in ("follower", "leader"):
+            values = _arm_state_rows(messages, joint_names, what)
+        elif role == "command":
+            values = _command_rows(messages, joint_names, what)
+        else:
+            values = _wrench_rows(messages)
+    try:
+        align.check_monotonic(stamps, what, strict=role == "follower")
+    except AlignmentError as err:
+        raise ConvertError(str(err)) from err
+    return Stream(stamps=stamps, values=values)
+
+
+# ----------------------------------------------------------------------------------------- alignment
+
+@dataclass
+class EpisodeFrames:
+    """Aligned frames of one episode plus what the report says about it."""
+
+    data: dict[str, np.ndarray]
+    report: dict[str, Any]
+    has_truth: bool
+
+
+def _ns(seconds: float) -> int:
+    return round(float(seconds) * NS_PER_S)
+
+
+def _follower_at(follower: Stream, targets: np.ndarray, resampled: bool, gap_ns: int
+                 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    if not resampled:
+        return dict(follower.values), np.ones(len(targets), dtype=bool)
+    out = {}
+    for key, values in follower.values.items():
+        if key in ("hardware_error", "stale"):
+            index = np.searchsorted(follower.stamps, targets, side="right") - 1
+            out[key] = values[np.clip(index, 0, None)]
+        else:
+            out[key] = align.interpolate_linear(follower.stamps, values, targets)
+    return out, align.bracket_gap(follower.stamps, targets) <= gap_ns
+
+
+def align_episode(contents: BagContents, config: Mapping[str, Any], joint_names: Sequence[str],
+                  period_ns: int | None) -> EpisodeFrames:
+    """Align one bag's streams to frames and make the labels."""
+    path, streams = contents.path, contents.streams
+    tol = config["tolerance"]
+    follower = streams["follower"]
+    if len(follower) == 0:
+        raise ConvertError(f"{path}: no messages on {config['topics']['follower']} (nothing to align to)")
+    resampled = period_ns is not None
+    targets = (align.uniform_grid(follower.stamps[0], follower.stamps[-1], period_ns) if resampled
+               else follower.stamps.copy())
+    state, follower_ok = _follower_at(follower, targets, resampled, _ns(tol["follower_gap_s"]))
+
+    checks = {"follower": follower_ok}
+    command = streams["command"]
+    command_position, checks["command"] = align.hold_within(command.stamps, command.values["position"], targets,
+                                                            _ns(tol["command_s"]))
+    command_slide, _ = align.hold_within(command.stamps, command.values["gripper_slide"], targets,
+                                         _ns(tol["command_s"]))
+    n = len(joint_names)
+    if "leader" in streams:
+        leader = streams["leader"]
+        leader_position, leader_ok = align.hold_within(leader.stamps, leader.values["position"], targets,
+                                                       _ns(tol["leader_s"]))
+        leader_slide, _ = align.hold_within(leader.stamps, leader.values["gripper_slide"], targets,
+                                            _ns(tol["leader_s"]))
+        if config["require_leader"]:
+            checks["leader"] = leader_ok
+    else:
+        leader_position, leader_slide = np.full((len(targets), n), np.nan), np.full(len(targets), np.nan)
+
+    # Drop the head and tail where a required stream has not started or has ended.
+    started = np.logical_and.reduce(list(checks.values()))
+    if not started.any():
+        raise ConvertError(f"{path}: no frame where every required stream ({', '.join(checks)}) is within "
+                           "tolerance; check the stamps and the tolerance section of the config")
+    first, last = int(np.argmax(started)), len(started) - int(np.argmax(started[::-1])) - 1
+    keep = slice(first, last + 1)
+    targets = targets[keep]
+    aligned = started[keep]
+
+    frames: dict[str, np.ndarray] = {"stamp_ns": targets, "time": (targets - targets[0]) / NS_PER_S}
+    for k, j in enumerate(joint_names):
+        frames[f"command_position_{j}"] = command_position[keep, k]
+        frames[f"leader_position_{j}"] = leader_position[keep, k]
+        for key in ("position", "velocity", "goal_position", "current", "pwm", "input_voltage", "temperature",
+                    "hardware_error", "stale"):
+            frames[f"{key}_{j}"] = state[key][keep, k]
+    frames["command_gripper_slide"] = command_slide[keep]
+    frames["leader_gripper_slide"] = leader_slide[keep]
+    for key in ("gripper_slide", "goal_gripper_slide", "bus_cycle_duration"):
+        frames[key] = state[key][keep]
+
+    stale = state["stale"][keep].any(axis=1)
+    hardware_error = state["hardware_error"][keep].any(axis=1)
+    numeric = np.concatenate([state[k][keep].reshape(len(targets), -1) for k in
+                              ("position", "velocity", "current", "input_voltage", "temperature", "gripper_slide")],
+                             axis=1)
+    non_finite = ~np.isfinite(numeric).all(axis=1) | ~np.isfinite(command_position[keep]).all(axis=1)
+    frames["aligned"] = aligned
+    frames["frame_valid"] = aligned & ~stale & ~hardware_error & ~non_finite
+
+    force_report = _label_frames(frames, contents, config, targets, joint_names)
+    has_truth = _truth_frames(frames, streams, config, targets)
+
+    misaligned = {name: int((~ok[keep]).sum()) for name, ok in checks.items()}
+    report = {
+        "follower_samples": len(follower),
+        "frames": len(targets),
+        "dropped_head": first,
+        "dropped_tail": len(started) - last - 1,
+        "misaligned": int((~aligned).sum()),
+        "misaligned_by_stream": misaligned,
+        "invalid_stale": int(stale.sum()),
+        "invalid_hardware_error": int(hardware_error.sum()),
+        "invalid_non_finite": int(non_finite.sum()),
+        "invalid_frames": int((~frames["frame_valid"]).sum()),
+        **force_report,
+    }
+    return EpisodeFrames(data=frames, report=report, has_truth=has_truth)
+
+
+def _label_frames(frames: dict[str, np.ndarray], contents: BagContents, config: Mapping[str, Any],
+                  targets: np.ndarray, joint_names: Sequence[str]) -> dict[str, Any]:
+    meta, streams, path = contents.metadata, contents.streams, contents.path
+    t = len(targets)
+    source = meta["force_source"]
+    try:
+        labels.check_force_source(source)
+        condition = labels.condition_labels(meta["condition"])
+        if source == "ft_sensor":
+            fixture = FixturePose.from_mapping(meta["fixture"], f"{path}: metadata fixture") \
+                if meta.get("fixture") else FixturePose.from_mapping(config["fixture"], "config fixture")
+            ft = streams["ft"]
+            tare = np.asarray(config["tare"]["force"], dtype=np.float64)
+            initial = float(config["tare"]["initial_seconds"])
+            if initial > 0 and len(ft):
+                window = ft.stamps <= ft.stamps[0] + _ns(initial)
+                tare = tare + np.nanmean(ft.values["force"][window], axis=0)
+            sensor, valid = align.window_mean(ft.stamps, ft.values["force"], targets,
+                                              _ns(config["tolerance"]["ft_half_window_s"]))
+            force = labels.ft_force_label(np.where(valid, sensor, 0.0), fixture.rotation, tare)
+            # A rotated channel mixes sensor channels: it is valid only if all of them were.
+            valid = np.repeat(valid.all(axis=1, keepdims=True), 3, axis=1)
+            contact = labels.contact_from_force(force, valid, float(config["contact_threshold_n"]))
+        elif source == "payload":
+            grasp = align.hold_state(streams["grasp"].stamps, streams["grasp"].values["data"], targets, 0.0) > 0.5
+            force = labels.payload_force_label(grasp, float(meta["payload_grams"]))
+            channels = set(config["payload_valid_channels"])      # checked by validate_config
+            valid = np.tile([a in channels for a in AXES], (t, 1))
+            contact = grasp
+        else:
+            force, valid, contact = np.zeros((t, 3)), np.ones((t, 3), dtype=bool), np.zeros(t, dtype=bool)
+    except LabelError as err:
+        raise ConvertError(f"{path}: {err}") from err
+    force = np.where(valid, force, np.nan)
+    for k, a in enumerate(AXES):
+        frames[f"force_{a}"] = force[:, k]
+        frames[f"force_valid_{a}"] = valid[:, k]
+    frames["contact"] = contact
+    for joint in labels.CONDITION_SUPERVISED_JOINTS:
+        frames[f"condition_{joint}"] = np.full(t, condition.get(joint, np.nan))
+    return {"force_invalid": int((~valid).any(axis=1).sum()), "contact_frames": int(contact.sum())}
+
+
+def _truth_frames(frames: dict[str, np.ndarray], streams: Mapping[str, Stream], config: Mapping[str, Any],
+                  targets: np.ndarray) -> bool:
+    if "truth_wrench" not in streams and "truth_contact" not in streams:
+        return False
+    t = len(targets)
+    if "truth_wrench" in streams:
+        wrench = streams["truth_wrench"]
+        force, ok = align.nearest_within(wrench.stamps, wrench.values["force"], targets,
+                                         _ns(config["tolerance"]["truth_s"]))
+    else:
+        force, ok = np.full((t, 3), np.nan), np.zeros(t, dtype=bool)
+    for k, a in enumerate(AXES):
+        frames[f"truth_force_{a}"] = force[:, k]
+    if "truth_contact" in streams:
+        contact = streams["truth_contact"]
+        frames["truth_contact"] = align.hold_state(contact.stamps, contact.values["data"], targets, 0.0) > 0.5
+    else:
+        frames["truth_contact"] = np.zeros(t, dtype=bool)
+    frames["truth_valid"] = ok
+    return True
+
+
+def _add_missing_truth(frames: dict[str, np.ndarray]) -> None:
+    t = len(frames["time"])
+    for a in AXES:
+        frames[f"truth_force_{a}"] = np.full(t, np.nan)
+    frames["truth_contact"] = np.zeros(t, dtype=bool)
+    frames["truth_valid"] = np.zeros(t, dtype=bool)
+
+
+# ----------------------------------------------------------------------------------------- driver
+
+def expand_bag_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """Bag directories from the arguments: a bag itself, or a folder of bags (one level), sorted."""
+    bags: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise ConvertError(f"bag path not found: {path}")
+        if (path / "metadata.yaml").is_file():
+            bags.append(path)
+            continue
+        children = sorted(p for p in path.iterdir() if p.is_dir() and (p / "metadata.yaml").is_file()) \
+            if path.is_dir() else []
+        if not children:
+            raise ConvertError(f"{path}: neither a rosbag2 directory (metadata.yaml) nor a folder of them")
+        bags.extend(children)
+    unique = sorted(set(bags), key=lambda p: p.as_posix())
+    if not unique:
+        raise ConvertError("no bags given")
+    return unique
+
+
+@dataclass
+class ConvertResult:
+    out: Path
+    episodes: int
+    frames: int
+    skipped: list[dict[str, str]]
+    report: dict[str, Any]
+
+
+def convert(bags: Sequence[str | Path], out: str | Path, *, config: Mapping[str, Any] | None = None,
+            rate_hz: float | None = None, seed: int | None = None, overwrite: bool = False,
+            skip_bad: bool = False, progress: bool = True) -> ConvertResult:
+    """Convert episode bags to a NAD at ``out`` (written atomically; nothing is written on error)."""
+    from tqdm import tqdm
+
+    from na_description import load_spec
+
+    config = copy.deepcopy(dict(config) if config is not None else DEFAULT_CONFIG)
+    validate_config(config)
+    spec = load_spec()
+    joint_names = spec.joint_names
+    if rate_hz is not None and (not np.isfinite(rate_hz) or rate_hz <= 0):
+        raise ConvertError(f"--rate must be a positive number of Hz, got {rate_hz}")
+    period_ns = round(NS_PER_S / rate_hz) if rate_hz is not None else None
+    split_seed = int(config["split_seed"] if seed is None else seed)
+    paths = expand_bag_paths(bags)
+
+    truth_topics = {config["topics"]["truth_wrench"], config["topics"]["truth_contact"]}
+    with_truth = any(truth_topics & _recorded_topics(path) for path in paths)
+    columns = build_columns(joint_names, labels.CONDITION_SUPERVISED_JOINTS, with_truth)
+    writer = NadWriter(out, columns, overwrite=overwrite)
+    episode_reports: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    native_dt: list[float] = []
+    try:
+        for path in tqdm(paths, desc="convert", unit="bag", disable=not progress, file=sys.stderr):
+            try:
+                contents = read_bag(path, config, joint_names)
+                frames = align_episode(contents, config, joint_names, period_ns)
+            except ConvertError as err:
+                if not skip_bad:
+                    raise
+                skipped.append({"source_bag": path.as_posix(), "error": str(err)})
+                continue
+            if with_truth and not frames.has_truth:
+                _add_missing_truth(frames.data)
+            index = writer.add_episode(_episode_row(contents, frames), frames.data)
+            episode_reports.append({"episode_index": index, "source_bag": path.as_posix(), **frames.report})
+            if len(frames.data["stamp_ns"]) > 1:
+                native_dt.append(float(np.median(np.diff(frames.data["stamp_ns"]))))
+        if not episode_reports:
+            raise ConvertError("no episode could be converted" + "".join(f"\n  {s['error']}" for s in skipped))
+        frame_period = period_ns / NS_PER_S if period_ns else (float(np.median(native_dt)) / NS_PER_S
+                                                               if native_dt else None)
+        info = {
+            "robot": spec.name,
+            "base_frame": spec.base_frame,
+            "joint_names": joint_names,
+            "condition_joints": list(labels.CONDITION_SUPERVISED_JOINTS),
+            "resampled": period_ns is not None,
+            "rate_hz": (1.0 / frame_period) if frame_period else None,
+            "frame_period_s": frame_period,
+            "force_label": {"frame": spec.base_frame, "unit": "N",
+                            "convention": "force the environment exerts on the robot at the tool point"},
+            "feature_columns": [c.name for c in columns if c.group in
+                                ("command", "leader", "proprioception", "telemetry")],
+            "label_columns": [c.name for c in columns if c.group == "label"],
+            "evaluation_columns": [c.name for c in columns if c.group == "evaluation"],
+            "converter": {"config": config, "rate_hz": rate_hz},
+        }
+        report = {"episodes": episode_reports, "skipped": skipped, "totals": _totals(episode_reports)}
+        writer.finish(info, report, split_seed)
+    except BaseException:
+        writer.abort()
+        raise
+    return ConvertResult(out=Path(out), episodes=len(episode_reports), frames=report["totals"]["frames"],
+                         skipped=skipped, report=report)
+
+
+def _recorded_topics(path: Path) -> set[str]:
+    """Topics with messages, from a bag's metadata.yaml (cheap; no message is read)."""
+    try:
+        info = yaml.safe_load((path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+        return {t["topic_metadata"]["name"] for t in info.get("topics_with_message_count") or []
+                if int(t.get("message_count", 0)) > 0}
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        return set()          # read_bag reports the broken metadata with its reason
+
+
+def _episode_row(contents: BagContents, frames: EpisodeFrames) -> dict[str, Any]:
+    """The episodes.parquet fields of one converted bag."""
+    meta = contents.metadata
+    n_frames = len(frames.data["time"])
+    return {
+        "episode_id": str(meta.get("episode_id", contents.path.name)),
+        "task": meta["task"],
+        "task_instance": meta["task_instance"],
+        "payload_grams": float(meta["payload_grams"]),
+        "force_source": meta["force_source"],
+        "condition": meta["condition"],
+        "condition_label": labels.condition_labels(meta["condition"]).get("joint3", float("nan")),
+        "frame_count": n_frames,
+        "duration_s": float(frames.data["time"][-1]) if n_frames else 0.0,
+        "source_bag": contents.path.as_posix(),
+        "source": meta.get("source", ""),
+        "seed": None if meta.get("seed") is None else int(meta["seed"]),
+        "operator": meta.get("operator", ""),
+        "notes": meta.get("notes", ""),
+        "complete": bool(meta.get("complete", True)),
+    }
+
+
+REPORT_FIELDS = ("follower_samples", "frames", "dropped_head", "dropped_tail", "misaligned", "invalid_frames",
+                 "force_invalid", "contact_frames")
+
+
+def _totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    return {key: int(sum(row[key] for row in rows)) for key in REPORT_FIELDS}
+
+
+def format_report(report: Mapping[str, Any]) -> str:
+    """The per-episode report as a fixed-width text table."""
+    header = ("episode", *REPORT_FIELDS)
+    rows = [[str(r["episode_index"])] + [str(r[k]) for k in REPORT_FIELDS] for r in report["episodes"]]
+    rows.append(["total"] + [str(report["totals"][k]) for k in REPORT_FIELDS])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines += [f"skipped {s['source_bag']}: {s['error']}" for s in report["skipped"]]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------- CLI
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not np.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+EPILOG = ("Frames are the follower samples (or a uniform grid when resampling). Defaults "
+          "(config/convert.yaml): command and leader latest sample at most 15 ms old, F/T mean within "
+          "+-5 ms, grasp latest state. Labels: F/T force -R(f - tare) in the base frame, payload "
+          "[0, 0, -m g] while grasped. Splits 8:1:1 per task instance. Output: DIR/meta/{info.json,"
+          "episodes.parquet,report.json}, DIR/data/episode_NNNNNN.parquet. Exit status 2 on a bad bag "
+          "or option (nothing is written).")
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.epilog = EPILOG
+    parser.add_argument("bags", nargs="+", metavar="BAG",
+                        help="episode bag directories (rosbag2 MCAP or sqlite3), or folders holding them")
+    parser.add_argument("--out", required=True, metavar="NAD", help="output dataset directory")
+    timing = parser.add_mutually_exclusive_group()
+    timing.add_argument("--rate", type=_positive_float, metavar="HZ",
+                        help="resample to a uniform rate (default: keep the follower samples)")
+    timing.add_argument("--frame-period", type=_positive_float, metavar="S",
+                        help="resample to frames of S seconds (e.g. 0.017, the paper's frame)")
+    parser.add_argument("--config", metavar="YAML",
+                        help="converter config (fixture, tare, tolerances; see config/convert.yaml)")
+    parser.add_argument("--seed", type=int, help="split seed (default: split_seed of the config, 0)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    parser.add_argument("--skip-bad", action="store_true",
+                        help="skip bags that cannot be converted (listed in the report) instead of stopping")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar and no report table")
+    parser.set_defaults(handler=run_convert)
+    return parser
+
+
+def add_convert_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``convert`` on an ``argparse`` subparsers object (used by ``na-train``)."""
+    parser = subparsers.add_parser(
+        "convert", help="convert episode bags to a NAD v1 dataset",
+        description="Convert rosbag2 episode bags into the Neural Actuation Dataset (NAD v1): align the "
+                    "streams to the follower samples, make force/contact/condition labels, split 8:1:1 per "
+                    "task instance and write Parquet plus meta/ (info, episodes, report).")
+    return configure_parser(parser)
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """Run a parsed ``convert`` command; returns the exit status."""
+    try:
+        config = load_config(args.config)
+        rate = 1.0 / args.frame_period if args.frame_period else args.rate
+        result = convert(args.bags, args.out, config=config, rate_hz=rate, seed=args.seed,
+                         overwrite=args.overwrite, skip_bad=args.skip_bad, progress=not args.quiet)
+    except (ConvertError, NadError, LabelError) as err:
+        print(f"na-train convert: error: {err}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(format_report(result.report))
+    print(f"wrote {result.out}: {result.episodes} episodes, {result.frames} frames"
+          + (f", {len(result.skipped)} bag(s) skipped" if result.skipped else ""))
+    return 0
+
+
+def main_convert(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry point: ``python -m na_training.convert BAGS... --out NAD``."""
+    parser = configure_parser(argparse.ArgumentParser(
+        prog="na-train convert", description="Convert rosbag2 episode bags into a NAD v1 dataset."))
+    return run_convert(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main_convert())
+
+
+__all__ = ["DEFAULT_CONFIG", "ConvertError", "add_convert_parser", "convert", "format_report", "load_config",
+           "main_convert", "read_bag"]

@@ -1,0 +1,111 @@
+"""Force, contact and condition labels of the Neural Actuation Dataset (pure numpy, no ROS).
+
+Sign and frame (docs/INTERFACES.md "Force sign and frames", paper Eq. 4): the label is the
+force the environment exerts on the robot at the tool point, in the robot base frame. The
+F/T sensor reports the force the tool exerts on the sensor, in the sensor frame, hence
+``f_label = -R_base_sensor @ (f_sensor - tare)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+STANDARD_GRAVITY = 9.81  # m/s^2, the value docs/INTERFACES.md fixes for the payload label
+
+FORCE_SOURCES = ("none", "payload", "ft_sensor")
+
+# Condition label per supervised motor (paper Sec. III-A: c_3 = 1 normal, 0 mechanically
+# restricted; only Joint 3 is supervised on the OpenManipulator-X benchmark).
+CONDITION_LABELS: dict[str, dict[str, float]] = {
+    "nominal": {"joint3": 1.0},
+    "restricted_joint3": {"joint3": 0.0},
+}
+CONDITION_SUPERVISED_JOINTS: tuple[str, ...] = ("joint3",)
+
+
+class LabelError(ValueError):
+    """Episode metadata or configuration cannot produce a label."""
+
+
+@dataclass(frozen=True)
+class FixturePose:
+    """Pose of the F/T sensor in the robot base frame (the ``fixture:`` YAML keys)."""
+
+    position: tuple[float, float, float]   # m, base frame
+    rpy: tuple[float, float, float]        # rad, roll-pitch-yaw about fixed base axes
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping, where: str = "fixture") -> FixturePose:
+        """Parse ``{position: [x, y, z], rpy: [r, p, y]}`` with a clear error on bad shapes."""
+        if not isinstance(raw, Mapping):
+            raise LabelError(f"{where}: expected a mapping with keys position and rpy, got {type(raw).__name__}")
+        values = {}
+        for key in ("position", "rpy"):
+            item = raw.get(key, [0.0, 0.0, 0.0])
+            try:
+                vector = tuple(float(v) for v in item)
+            except (TypeError, ValueError) as err:
+                raise LabelError(f"{where}.{key}: expected three numbers, got {item!r}") from err
+            if len(vector) != 3 or not all(np.isfinite(vector)):
+                raise LabelError(f"{where}.{key}: expected three finite numbers, got {item!r}")
+            values[key] = vector
+        return cls(position=values["position"], rpy=values["rpy"])
+
+    @property
+    def rotation(self) -> np.ndarray:
+        """R_base_sensor (3 x 3)."""
+        return rotation_from_rpy(*self.rpy)
+
+
+def rotation_from_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
+    """Rotation matrix of REP-103 roll-pitch-yaw (fixed axes X, then Y, then Z): Rz(y) Ry(p) Rx(r)."""
+    cr, sr = np.cos(roll), np.sin(roll)
+    cp, sp = np.cos(pitch), np.sin(pitch)
+    cy, sy = np.cos(yaw), np.sin(yaw)
+    return np.array([
+        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+        [-sp, cp * sr, cp * cr],
+    ])
+
+
+def ft_force_label(sensor_force: np.ndarray, rotation: np.ndarray, tare: Sequence[float] = (0.0, 0.0, 0.0)
+                   ) -> np.ndarray:
+    """Base-frame environment-on-robot force from sensor-frame readings ``[T, 3]`` (N)."""
+    sensor_force = np.asarray(sensor_force, dtype=np.float64)
+    tared = sensor_force - np.asarray(tare, dtype=np.float64)
+    return -(tared @ np.asarray(rotation, dtype=np.float64).T)
+
+
+def payload_force_label(grasp: np.ndarray, payload_grams: float) -> np.ndarray:
+    """Nominal ``[0, 0, -m g]`` while the payload is grasped, zero otherwise (paper Sec. IV-B), ``[T, 3]``."""
+    if not np.isfinite(payload_grams) or payload_grams < 0:
+        raise LabelError(f"payload_grams must be a finite non-negative number, got {payload_grams!r}")
+    grasp = np.asarray(grasp, dtype=bool)
+    label = np.zeros((grasp.shape[0], 3))
+    label[grasp, 2] = -payload_grams / 1000.0 * STANDARD_GRAVITY
+    return label
+
+
+def contact_from_force(force: np.ndarray, valid: np.ndarray, threshold: float) -> np.ndarray:
+    """Contact label ``|f| > threshold`` over the valid channels; frames without a valid channel are 0."""
+    force = np.where(valid, np.asarray(force, dtype=np.float64), 0.0)
+    return np.linalg.norm(force, axis=1) > threshold
+
+
+def condition_labels(condition: str) -> dict[str, float]:
+    """Per-supervised-joint condition label for an episode's ``condition`` metadata value."""
+    try:
+        return dict(CONDITION_LABELS[condition])
+    except KeyError:
+        known = ", ".join(sorted(CONDITION_LABELS))
+        raise LabelError(f"unknown condition {condition!r} (known: {known})") from None
+
+
+def check_force_source(force_source: str) -> str:
+    if force_source not in FORCE_SOURCES:
+        raise LabelError(f"unknown force_source {force_source!r} (known: {', '.join(FORCE_SOURCES)})")
+    return force_source

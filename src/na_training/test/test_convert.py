@@ -1,0 +1,455 @@
+"""Bag -> NAD conversion on real rosbag2 bags written here with na_teleop's EpisodeWriter (MCAP) and
+rosbags' sqlite3 writer: labels, alignment tolerance, resampling, splits, determinism, errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from na_training.labels import ft_force_label, payload_force_label, rotation_from_rpy
+from na_training.nad import load_nad, read_info
+
+from na_training import convert as conv
+
+JOINTS = ["joint1", "joint2", "joint3", "joint4", "gripper"]
+T0 = 1_000 * 1_000_000_000          # ns, episode start (ROS time 1000 s)
+MS = 1_000_000                      # ns
+PERIOD = 10 * MS                    # 100 Hz, the recorded rate
+WORKSPACE = Path(__file__).resolve().parents[3]
+
+
+def _msg(msgtype: str, **fields):
+    from na_teleop.episode_bag import message_class
+
+    return message_class(msgtype)(**fields)
+
+
+def _header(stamp: int):
+    from na_teleop.episode_bag import make_header
+
+    return make_header(stamp, "world")
+
+
+def arm_state(stamp: int, q: Sequence[float], role: str = "follower", *, stale: Sequence[bool] | None = None,
+              hardware_error: Sequence[int] | None = None):
+    n = len(JOINTS)
+    q = np.asarray(q, dtype=float)
+    return _msg("na_msgs/msg/ArmState", header=_header(stamp), role=role, name=JOINTS, position=q,
+                gripper_slide=0.005 + 0.001 * q[4], goal_gripper_slide=0.005, velocity=0.5 * q, goal_position=q + 0.01,
+                current=0.1 + q, pwm=np.full(n, 0.2), input_voltage=np.full(n, 12.0), temperature=np.full(n, 31.0),
+                hardware_error=np.asarray(hardware_error if hardware_error is not None else np.zeros(n), np.uint8),
+                stale=np.asarray(stale if stale is not None else np.zeros(n), bool), timeout_errors=0, crc_errors=0,
+                partial_errors=0, dropped_cycles=0, bus_cycle_duration=0.002)
+
+
+def command(stamp: int, q: Sequence[float]):
+    return _msg("na_msgs/msg/JointCommand", header=_header(stamp), name=JOINTS, position=np.asarray(q, float),
+                gripper_slide=0.004)
+
+
+def wrench(stamp: int, force: Sequence[float]):
+    vector3 = "geometry_msgs/msg/Vector3"
+    return _msg("geometry_msgs/msg/WrenchStamped", header=_header(stamp), wrench=_msg(
+        "geometry_msgs/msg/Wrench", force=_msg(vector3, x=float(force[0]), y=float(force[1]), z=float(force[2])),
+        torque=_msg(vector3, x=0.0, y=0.0, z=0.0)))
+
+
+def boolean(value: bool):
+    return _msg("std_msgs/msg/Bool", data=bool(value))
+
+
+def trajectory(stamp: int) -> np.ndarray:
+    """Joint positions linear in time (so linear resampling is exact): q_k = (k+1) * 0.1 rad/s * t."""
+    t = (stamp - T0) / 1e9
+    return 0.1 * t * np.arange(1, len(JOINTS) + 1)
+
+
+TYPES = {"/follower/arm_state": "na_msgs/msg/ArmState", "/leader/arm_state": "na_msgs/msg/ArmState",
+         "/follower/command": "na_msgs/msg/JointCommand", "/ft/wrench": "geometry_msgs/msg/WrenchStamped",
+         "/episode/grasp": "std_msgs/msg/Bool", "/sim/truth/wrench": "geometry_msgs/msg/WrenchStamped",
+         "/sim/truth/contact": "std_msgs/msg/Bool"}
+
+
+def standard_streams(frames: int = 101, command_offset: int = -2 * MS, leader_offset: int = -3 * MS,
+                     follower_stamps: Sequence[int] | None = None) -> dict[str, list]:
+    """Follower at 100 Hz, command and leader a few ms before each follower sample."""
+    stamps = list(follower_stamps) if follower_stamps is not None else [T0 + k * PERIOD for k in range(frames)]
+    return {
+        "/follower/arm_state": [(s, arm_state(s, trajectory(s))) for s in stamps],
+        "/follower/command": [(s + command_offset, command(s + command_offset, trajectory(s) + 0.05))
+                              for s in stamps],
+        "/leader/arm_state": [(s + leader_offset, arm_state(s + leader_offset, trajectory(s) + 0.05, "leader"))
+                              for s in stamps],
+    }
+
+
+@pytest.fixture
+def write_bag(tmp_path: Path) -> Callable[..., Path]:
+    """Write one episode bag with EpisodeWriter: ``write_bag(streams, **metadata) -> bag path``."""
+    from na_teleop.episode_bag import EpisodeWriter
+
+    def _write(streams: dict[str, list], out: Path | None = None, types: dict[str, str] | None = None,
+               **metadata) -> Path:
+        meta = {"task": "free_motion", "payload_grams": 0.0, "force_source": "none", "condition": "nominal",
+                "source": "generated", "seed": 7}
+        meta.update(metadata)
+        with EpisodeWriter(out or tmp_path / "bags", meta) as writer:
+            for topic in streams:
+                writer.add_topic(topic, {**TYPES, **(types or {})}[topic])
+            records = sorted(((stamp, topic, msg) for topic, items in streams.items() for stamp, msg in items),
+                             key=lambda r: (r[0], r[1]))
+            for stamp, topic, msg in records:
+                writer.write(topic, stamp, msg)
+        return writer.path
+
+    return _write
+
+
+def run(bags: Sequence[Path] | Path, out: Path, **kwargs) -> conv.ConvertResult:
+    kwargs.setdefault("progress", False)
+    return conv.convert([bags] if isinstance(bags, Path) else list(bags), out, **kwargs)
+
+
+# ------------------------------------------------------------------------------------ labels core
+
+def test_rotation_from_rpy_matches_hand_computed_rotations() -> None:
+    # yaw +90 deg maps base x to y; pitch +90 deg maps x to -z; roll +90 deg maps y to z.
+    assert np.allclose(rotation_from_rpy(0, 0, np.pi / 2) @ [1, 0, 0], [0, 1, 0])
+    assert np.allclose(rotation_from_rpy(0, np.pi / 2, 0) @ [1, 0, 0], [0, 0, -1])
+    assert np.allclose(rotation_from_rpy(np.pi / 2, 0, 0) @ [0, 1, 0], [0, 0, 1])
+    # Fixed axes: roll first, then yaw. x stays x under roll, then yaw turns it to y.
+    assert np.allclose(rotation_from_rpy(np.pi / 2, 0, np.pi / 2) @ [1, 0, 0], [0, 1, 0])
+
+
+def test_ft_label_is_minus_rotated_tared_sensor_force() -> None:
+    rotation = rotation_from_rpy(0, 0, np.pi / 2)
+    label = ft_force_label(np.array([[3.0, 0.0, 1.0]]), rotation, tare=[1.0, 0.0, 0.0])
+    assert np.allclose(label, [[0.0, -2.0, -1.0]])
+
+
+def test_payload_label_only_while_grasped() -> None:
+    label = payload_force_label(np.array([False, True, False]), 250.0)
+    assert np.allclose(label, [[0, 0, 0], [0, 0, -0.25 * 9.81], [0, 0, 0]])
+
+
+# ------------------------------------------------------------------------------------ round trip
+
+def test_free_motion_round_trip(write_bag, tmp_path: Path) -> None:
+    streams = standard_streams()
+    bag = write_bag(streams)
+    result = run(bag, tmp_path / "nad")
+    (episode,) = load_nad(tmp_path / "nad")
+    assert result.episodes == 1 and len(episode) == 101
+    follower = [m for _, m in streams["/follower/arm_state"]]
+    assert np.array_equal(episode.per_joint("position"), np.array([m.position for m in follower]))
+    assert np.array_equal(episode.per_joint("current"), np.array([m.current for m in follower]))
+    # Command held from 2 ms earlier: it is the one of the same follower step.
+    sent = np.array([m.position for _, m in streams["/follower/command"]])
+    assert np.array_equal(episode.per_joint("command_position"), sent)
+    assert np.allclose(episode.time, np.arange(101) * 0.01)
+    assert np.array_equal(episode.force, np.zeros((101, 3))) and episode.force_valid.all()
+    assert not episode.contact.any() and episode.valid.all()
+    assert np.array_equal(episode.condition[:, 0], np.ones(101))
+    assert episode.meta["task_instance"] == "free_motion_0g_nominal" and episode.meta["frame_count"] == 101
+    assert episode.meta["source_bag"] == bag.as_posix()
+    info = read_info(tmp_path / "nad")
+    assert info["joint_names"] == JOINTS and info["rate_hz"] == pytest.approx(100.0)
+    assert {c["name"]: c["unit"] for c in info["columns"]}["current_joint1"] == "A"
+    assert "truth_force_x" not in episode.columns
+    assert episode.features().shape == (101, 36)
+
+
+def test_payload_label_during_grasp_intervals_only(write_bag, tmp_path: Path) -> None:
+    streams = standard_streams()
+    # Grasp from between samples 30 and 31 (bag time) until between samples 60 and 61.
+    streams["/episode/grasp"] = [(T0 + 30 * PERIOD + 5 * MS, boolean(True)),
+                                 (T0 + 60 * PERIOD + 5 * MS, boolean(False))]
+    run(write_bag(streams, task="lift", payload_grams=300.0, force_source="payload"), tmp_path / "nad")
+    (episode,) = load_nad(tmp_path / "nad")
+    grasped = (np.arange(101) >= 31) & (np.arange(101) <= 60)
+    assert np.array_equal(episode.contact, grasped)
+    assert np.allclose(episode.force[grasped], [0.0, 0.0, -0.3 * 9.81])
+    assert np.array_equal(episode.force[~grasped], np.zeros(((~grasped).sum(), 3)))
+    assert episode.force_valid.all()
+
+
+def test_ft_label_from_metadata_fixture_with_window_mean_and_gaps(write_bag, tmp_path: Path) -> None:
+    streams = standard_streams()
+    f_sensor = np.array([2.0, -1.0, 4.0])
+    ft = []
+    for k in range(0, 1001):                        # 1 kHz sensor
+        stamp = T0 + k * MS
+        if 495 <= k <= 545:                         # 51 ms without readings
+            continue
+        loaded = 200 <= k <= 700
+        ft.append((stamp, wrench(stamp, f_sensor if loaded else np.zeros(3))))
+    streams["/ft/wrench"] = ft
+    fixture = {"position": [0.2, 0.0, 0.05], "rpy": [0.0, 0.0, np.pi / 2]}
+    run(write_bag(streams, task="push", force_source="ft_sensor", fixture=fixture), tmp_path / "nad")
+    (episode,) = load_nad(tmp_path / "nad")
+    frame_ms = np.arange(101) * 10
+    # Window +-5 ms must hold a reading: frames 50..54 (500..540 ms) have none.
+    no_reading = (frame_ms >= 501 - 5) & (frame_ms <= 544 + 5)
+    assert np.array_equal(~episode.force_valid.all(axis=1), no_reading)
+    assert np.isnan(episode.force[no_reading]).all()
+    # Fully loaded windows: R = yaw 90 deg maps (fx, fy, fz) to (-fy, fx, fz); label = -R f = (-1, -2, -4).
+    inside = (frame_ms >= 205) & (frame_ms <= 695) & ~no_reading
+    assert np.allclose(episode.force[inside], [-1.0, -2.0, -4.0])
+    assert episode.contact[inside].all() and not episode.contact[frame_ms < 190].any()
+    unloaded = (frame_ms < 190) | (frame_ms > 710)
+    assert np.allclose(episode.force[unloaded], 0.0)
+
+
+def test_ft_label_uses_config_fixture_and_tare_without_metadata_fixture(write_bag, tmp_path: Path) -> None:
+    streams = standard_streams(frames=51)
+    streams["/ft/wrench"] = [(T0 + k * 2 * MS, wrench(T0 + k * 2 * MS, [1.0, 0.5, 3.0])) for k in range(251)]
+    config = conv.load_config()
+    config["fixture"] = {"position": [0, 0, 0], "rpy": [0.0, np.pi / 2, 0.0]}
+    config["tare"]["force"] = [0.0, 0.5, 0.0]
+    run(write_bag(streams, force_source="ft_sensor"), tmp_path / "nad", config=config)
+    (episode,) = load_nad(tmp_path / "nad")
+    # pitch 90 deg: R (fx, fy, fz) = (fz, fy, -fx); tared (1, 0, 3) -> (3, 0, -1); label = (-3, 0, 1).
+    assert np.allclose(episode.force, [-3.0, 0.0, 1.0])
+
+
+def test_truth_columns_are_kept_but_never_the_label(write_bag, tmp_path: Path) -> None:
+    streams = standard_streams(frames=21)
+    streams["/sim/truth/wrench"] = [(s, wrench(s, [0.0, 0.0, -5.0])) for s, _ in streams["/follower/arm_state"]]
+    streams["/sim/truth/contact"] = [(T0, boolean(True))]
+    first = write_bag(streams)
+    second = write_bag(standard_streams(frames=21))
+    run([first, second], tmp_path / "nad")
+    with_truth, without_truth = load_nad(tmp_path / "nad")
+    assert np.allclose(with_truth.truth_force, [0.0, 0.0, -5.0]) and with_truth.columns["truth_valid"].all()
+    assert with_truth.columns["truth_contact"].all()
+    assert np.array_equal(with_truth.force, np.zeros((21, 3)))          # force_source none: label stays zero
+    assert not without_truth.columns["truth_valid"].any() and np.isnan(without_truth.truth_force).all()
+    assert read_info(tmp_path / "nad")["evaluation_columns"][:3] == ["truth_force_x", "truth_force_y",
+                                                                       "truth_force_z"]
+
+
+# ------------------------------------------------------------------------------------ alignment
+
+def test_command_tolerance_is_honoured(write_bag, tmp_path: Path) -> None:
+    follower = [T0 + k * PERIOD for k in range(101)]
+    streams = standard_streams(follower_stamps=follower)
+    # Commands start 50 ms in, and stop for 40 ms in the middle (samples 40..43 missing).
+    streams["/follower/command"] = [(s - 2 * MS, command(s - 2 * MS, trajectory(s)))
+                                    for k, s in enumerate(follower) if k >= 5 and not 40 <= k <= 43]
+    result = run(write_bag(streams), tmp_path / "nad")
+    (episode,) = load_nad(tmp_path / "nad")
+    report = result.report["episodes"][0]
+    assert report["dropped_head"] == 5 and report["dropped_tail"] == 0 and len(episode) == 96
+    # Frame k sees command k-1 (12 ms old, within 15 ms) only at k=40; 41..43 are 22..42 ms old.
+    stale_command = np.isin(np.arange(5, 101), [41, 42, 43])
+    assert np.array_equal(~episode.columns["aligned"], stale_command)
+    assert report["misaligned"] == 3 and report["misaligned_by_stream"]["command"] == 3
+    assert np.array_equal(episode.valid, ~stale_command)
+    valid = episode.valid
+    expected_starts = [s for s in range(len(episode) - 49) if valid[s:s + 50].all()]
+    assert episode.valid_window_starts(50).tolist() == expected_starts and expected_starts
+
+
+@pytest.mark.parametrize(("offset_ms", "dropped_head", "misaligned"), [(14, 0, 1), (16, 2, 0)])
+def test_command_age_limit_boundary(write_bag, tmp_path: Path, offset_ms: int, dropped_head: int,
+                                    misaligned: int) -> None:
+    streams = standard_streams(frames=11)
+    early = T0 - offset_ms * MS
+    streams["/follower/command"] = [(early, command(early, np.zeros(5)))] + [
+        (T0 + k * PERIOD - 2 * MS, command(T0 + k * PERIOD - 2 * MS, np.zeros(5))) for k in range(2, 11)]
+    report = run(write_bag(streams), tmp_path / "nad").report["episodes"][0]
+    # Frame 0 sees the early command offset_ms old (limit 15 ms); frame 1 sees it 10 ms older still:
+    # 14 ms -> frame 0 kept, frame 1 flagged; 16 ms -> frames 0 and 1 are the head and dropped.
+    assert (report["dropped_head"], report["misaligned"]) == (dropped_head, misaligned)
+
+
+def test_stale_and_hardware_error_frames_are_flagged(write_bag, tmp_path: Path) -> None:
+    streams = standard_streams(frames=21)
+    stale = [True, False, False, False, False]
+    streams["/follower/arm_state"][7] = (T0 + 7 * PERIOD, arm_state(T0 + 7 * PERIOD, trajectory(T0), stale=stale))
+    streams["/follower/arm_state"][9] = (T0 + 9 * PERIOD, arm_state(T0 + 9 * PERIOD, trajectory(T0),
+                                                                    hardware_error=[0, 0, 32, 0, 0]))
+    result = run(write_bag(streams), tmp_path / "nad")
+    (episode,) = load_nad(tmp_path / "nad")
+    assert np.flatnonzero(~episode.valid).tolist() == [7, 9]
+    assert episode.columns["hardware_error_joint3"][9] == 32 and episode.columns["stale_joint1"][7]
+    report = result.report["episodes"][0]
+    assert (report["invalid_stale"], report["invalid_hardware_error"], report["invalid_frames"]) == (1, 1, 2)
+
+
+def test_resampling_to_paper_frames(write_bag, tmp_path: Path) -> None:
+    jitter = np.random.default_rng(3).integers(-2 * MS, 2 * MS, size=101)
+    jitter[0] = jitter[-1] = 0
+    follower = [T0 + k * PERIOD + int(j) for k, j in enumerate(jitter)]
+    streams = standard_streams(follower_stamps=follower)
+    run(write_bag(streams), tmp_path / "nad", rate_hz=1 / 0.017)
+    (episode,) = load_nad(tmp_path / "nad")
+    assert len(episode) == 1000 // 17 + 1
+    assert np.all(np.diff(episode.columns["stamp_ns"]) == 17 * MS)
+    # Positions are linear in time, so interpolation must reproduce them at the new stamps.
+    expected = np.array([trajectory(int(s)) for s in episode.columns["stamp_ns"]])
+    assert np.allclose(episode.per_joint("position"), expected, atol=1e-12)
+    info = read_info(tmp_path / "nad")
+    assert info["resampled"] and info["frame_period_s"] == pytest.approx(0.017)
+
+
+# ------------------------------------------------------------------------------------ splits, determinism
+
+def test_splits_8_1_1_per_instance_and_reproducible(write_bag, tmp_path: Path) -> None:
+    bags = [write_bag(standard_streams(frames=3), task="circle") for _ in range(10)]
+    bags += [write_bag(standard_streams(frames=3), task="push", payload_grams=100.0) for _ in range(3)]
+    run(bags, tmp_path / "a", seed=4)
+    run(bags, tmp_path / "b", seed=4)
+    rows = pq.read_table(tmp_path / "a" / "meta" / "episodes.parquet").to_pylist()
+    by_instance: dict[str, list[str]] = {}
+    for row in rows:
+        by_instance.setdefault(row["task_instance"], []).append(row["split"])
+    assert sorted(by_instance["circle_0g_nominal"]) == ["test"] + ["train"] * 8 + ["val"]
+    assert sorted(by_instance["push_100g_nominal"]) == ["test", "train", "val"]
+    assert (tmp_path / "a" / "meta" / "episodes.parquet").read_bytes() == \
+        (tmp_path / "b" / "meta" / "episodes.parquet").read_bytes()
+    assert {len(load_nad(tmp_path / "a", split=s)) for s in ("val", "test")} == {2}
+
+
+def test_rerun_is_byte_identical(write_bag, tmp_path: Path) -> None:
+    streams = standard_streams(frames=31)
+    streams["/episode/grasp"] = [(T0 + 95 * MS, boolean(True))]
+    bags = [write_bag(streams, force_source="payload", payload_grams=50.0), write_bag(standard_streams(frames=31))]
+    run(bags, tmp_path / "one", rate_hz=50.0)
+    run(bags, tmp_path / "two", rate_hz=50.0)
+    files = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one").rglob("*") if p.is_file())
+    assert len(files) == 5
+    for rel in files:
+        assert (tmp_path / "one" / rel).read_bytes() == (tmp_path / "two" / rel).read_bytes(), rel
+
+
+def test_sqlite3_generic_bag_with_metadata_defaults(tmp_path: Path) -> None:
+    from na_teleop.episode_bag import serialize, typestore
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    bag = tmp_path / "plain_sqlite"
+    streams = standard_streams(frames=11)
+    with Writer(bag, version=8, storage_plugin=StoragePlugin.SQLITE3) as writer:
+        connections = {t: writer.add_connection(t, TYPES[t], typestore=typestore()) for t in streams}
+        for stamp, topic, msg in sorted((s, t, m) for t, items in streams.items() for s, m in items):
+            writer.write(connections[topic], stamp, serialize(msg, TYPES[topic]))
+    with pytest.raises(conv.ConvertError, match="no episode metadata"):
+        run(bag, tmp_path / "nad")
+    config = conv.load_config()
+    config["metadata_defaults"] = {"task": "free", "payload_grams": 0, "force_source": "none",
+                                   "condition": "restricted_joint3", "source": "live"}
+    run(bag, tmp_path / "nad", config=config)
+    (episode,) = load_nad(tmp_path / "nad")
+    assert len(episode) == 11 and np.array_equal(episode.condition[:, 0], np.zeros(11))
+    assert episode.meta["condition_label"] == 0.0
+
+
+# ------------------------------------------------------------------------------------ errors
+
+def test_missing_topic_is_named(write_bag, tmp_path: Path) -> None:
+    bag = write_bag(standard_streams(frames=5), force_source="payload", payload_grams=100.0)
+    with pytest.raises(conv.ConvertError, match=r"missing topic\(s\) /episode/grasp"):
+        run(bag, tmp_path / "nad")
+    assert not (tmp_path / "nad").exists()
+
+
+def test_non_monotonic_follower_stamps(write_bag, tmp_path: Path) -> None:
+    streams = standard_streams(frames=10)
+    # Recorded in order (bag time), but the 7th header stamp repeats the 5th.
+    bag_time = T0 + 6 * PERIOD
+    streams["/follower/arm_state"][6] = (bag_time, arm_state(T0 + 4 * PERIOD, np.zeros(5)))
+    bag = write_bag(streams)
+    with pytest.raises(conv.ConvertError, match="/follower/arm_state: stamp does not increase at message 6"):
+        run(bag, tmp_path / "nad")
+
+
+def test_wrong_message_type_on_a_topic(write_bag, tmp_path: Path) -> None:
+    streams = standard_streams(frames=5)
+    streams["/leader/arm_state"] = [(s, command(s, np.zeros(5))) for s, _ in streams["/leader/arm_state"]]
+    bag = write_bag(streams, types={"/leader/arm_state": "na_msgs/msg/JointCommand"})
+    with pytest.raises(conv.ConvertError, match="/leader/arm_state has type 'na_msgs/msg/JointCommand'"):
+        run(bag, tmp_path / "nad")
+
+
+def test_empty_bag_and_silent_required_topic(write_bag, tmp_path: Path) -> None:
+    bag = write_bag({"/follower/arm_state": []})
+    with pytest.raises(conv.ConvertError, match="empty"):
+        run(bag, tmp_path / "nad")
+    streams = standard_streams(frames=5)
+    streams["/ft/wrench"] = []
+    with pytest.raises(conv.ConvertError, match=r"no messages on required topic\(s\) /ft/wrench \(ft\)"):
+        run(write_bag(streams, force_source="ft_sensor"), tmp_path / "nad")
+
+
+def test_skip_bad_keeps_the_good_bags_and_reports_the_bad(write_bag, tmp_path: Path) -> None:
+    good = write_bag(standard_streams(frames=5))
+    bad = write_bag({"/follower/arm_state": []})
+    result = run([good, bad], tmp_path / "nad", skip_bad=True)
+    assert result.episodes == 1 and result.skipped[0]["source_bag"] == bad.as_posix()
+    report = json.loads((tmp_path / "nad" / "meta" / "report.json").read_text())
+    assert "empty" in report["skipped"][0]["error"]
+
+
+def test_existing_output_is_not_replaced_without_overwrite(write_bag, tmp_path: Path) -> None:
+    bag = write_bag(standard_streams(frames=5))
+    out = tmp_path / "nad"
+    run(bag, out)
+    before = (out / "meta" / "info.json").read_bytes()
+    with pytest.raises(conv.NadError, match="--overwrite"):
+        run(bag, out)
+    assert (out / "meta" / "info.json").read_bytes() == before
+    run(bag, out, overwrite=True, rate_hz=50.0)
+    assert read_info(out)["resampled"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".nad")]
+
+
+def test_config_file_matches_builtin_defaults_and_rejects_unknown_keys(tmp_path: Path) -> None:
+    assert conv.load_config(WORKSPACE / "config" / "convert.yaml") == conv.DEFAULT_CONFIG
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"tolerance": {"comand_s": 0.01}}))
+    with pytest.raises(conv.ConvertError, match="unknown key 'comand_s'"):
+        conv.load_config(bad)
+
+
+# ------------------------------------------------------------------------------------ CLI
+
+def test_cli_converts_prints_report_and_reports_errors(write_bag, tmp_path: Path, capsys) -> None:
+    bag_dir = tmp_path / "bags"
+    write_bag(standard_streams(frames=5), out=bag_dir)
+    status = conv.main_convert([str(bag_dir), "--out", str(tmp_path / "nad"), "--frame-period", "0.017",
+                                "--seed", "3", "--quiet"])
+    assert status == 0 and "1 episodes" in capsys.readouterr().out
+    assert read_info(tmp_path / "nad")["split_seed"] == 3
+    status = conv.main_convert([str(tmp_path / "missing"), "--out", str(tmp_path / "nad2"), "--quiet"])
+    assert status == 2 and "bag path not found" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        conv.main_convert(["--help"])
+    assert exit_info.value.code == 0 and "--frame-period" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------ generated bags
+
+def test_generated_bags_labels_agree_with_simulator_truth(tmp_path: Path) -> None:
+    """na-sim generate (the simulated rig) -> convert: the F/T label, made from the noisy sensor-frame
+    readings and the episode's fixture, matches the rig's truth force on the robot; payload labels
+    follow the operator's grasp flag."""
+    from na_sim.generate import GenerateOptions, generate
+
+    generate(GenerateOptions(tasks=["push_px", "pick_place"], payloads=[200.0], quick=True, max_seconds=6.0,
+                             out=tmp_path / "bags"), progress=False, log=lambda _: None)
+    result = run(tmp_path / "bags", tmp_path / "nad", rate_hz=1 / 0.017)
+    assert result.report["totals"]["misaligned"] == 0 and result.report["totals"]["invalid_frames"] == 0
+    push, pick = load_nad(tmp_path / "nad")
+    assert push.meta["force_source"] == "ft_sensor" and pick.meta["force_source"] == "payload"
+    in_contact = push.columns["truth_contact"] & push.force_valid.all(axis=1)
+    assert in_contact.sum() >= 5
+    truth = push.truth_force[in_contact]
+    assert np.linalg.norm(truth, axis=1).mean() > 1.0
+    assert np.abs(push.force[in_contact] - truth).mean() < 0.1 * np.abs(truth).mean()
+    assert pick.contact.any() and np.allclose(pick.force[pick.contact], [0.0, 0.0, -0.2 * 9.81])
+    assert np.array_equal(pick.force[~pick.contact], np.zeros(((~pick.contact).sum(), 3)))
