@@ -149,6 +149,12 @@ else
   stamp_set colcon "$h"
 fi
 
+# User-facing commands (na-sim, na-train, na-record, na-launch, na-demo) on the venv's PATH;
+# node executables stay under install/<pkg>/lib/<pkg>/ as ROS expects.
+for cli in "$ROOT"/install/*/lib/*/na-*; do
+  [ -e "$cli" ] && ln -sfn "$cli" "$VENV/bin/$(basename "$cli")"
+done
+
 # 7. Environment file sourced by the test command, the demo and users' shells.
 ENV_FILE="$VENV/na_env.sh"
 {

@@ -18,5 +18,10 @@ setup(
     maintainer_email="maintainers@neuralactuator.invalid",
     description="Leader-to-follower teleoperation node, episode recorder node and its keyboard CLI.",
     license="Apache-2.0",
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": [
+        "teleop = na_teleop.teleop_node:main",
+        "na-launch = na_teleop.launch_xml:main",
+        "recorder = na_teleop.recorder_node:main",
+        "na-record = na_teleop.record_cli:main",
+    ]},
 )

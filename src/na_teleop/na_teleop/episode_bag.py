@@ -1,0 +1,470 @@
+"""Episode bags: one rosbag2 directory (MCAP) per recorded episode, plus its metadata.
+
+The one implementation of the layout in docs/INTERFACES.md ("Episode bags"), shared by the
+live recorder node, ``na-sim generate`` and the bag -> NAD converter. ROS-free: bag I/O and
+message (de)serialisation go through ``rosbags`` with a ROS 2 Jazzy type store to which the
+``na_msgs`` types are added from their ``.msg`` files.
+
+Layout::
+
+    OUT/episode_000001/
+      episode_000001_0.mcap   rosbag2 MCAP
+      metadata.yaml           rosbag2 metadata; custom_data holds the episode metadata
+      episode.json            the same metadata (sidecar, written first, updated on close)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+from rosbags.highlevel import AnyReader, AnyReaderError
+from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2.storage_mcap import McapWriter
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+from rosbags.typesys.store import Typestore
+
+NA_MSGS_PACKAGE = "na_msgs"
+SIDECAR_NAME = "episode.json"
+EPISODE_DIR_PATTERN = re.compile(r"^episode_(\d{6})$")
+
+FORCE_SOURCES = ("none", "payload", "ft_sensor")
+CONDITIONS = ("nominal", "restricted_joint3")
+SOURCES = ("live", "generated")
+
+# Episode metadata keys (docs/INTERFACES.md) and the Python type each holds.
+STRING_KEYS = ("task", "force_source", "condition", "operator", "notes", "source", "task_instance")
+INT_KEYS = ("episode_id", "start_stamp", "stop_stamp", "seed")
+FLOAT_KEYS = ("payload_grams",)
+BOOL_KEYS = ("complete",)
+REQUIRED_KEYS = ("task", "payload_grams", "force_source", "condition", "source")
+
+# Message types of the episode topics (INTERFACES.md "Topics").
+ARM_STATE = "na_msgs/msg/ArmState"
+JOINT_COMMAND = "na_msgs/msg/JointCommand"
+JOINT_STATE = "sensor_msgs/msg/JointState"
+WRENCH_STAMPED = "geometry_msgs/msg/WrenchStamped"
+BOOL = "std_msgs/msg/Bool"
+
+
+class EpisodeBagError(RuntimeError):
+    """An episode bag cannot be written or read; the message says what and where."""
+
+
+# ---- type store ---------------------------------------------------------------------------
+def _msg_dir_candidates() -> list[Path]:
+    """Where the na_msgs ``.msg`` files may live: override, source tree, install spaces."""
+    candidates: list[Path] = []
+    if override := os.environ.get("NA_MSGS_DIR"):
+        candidates.append(Path(override))
+    here = Path(__file__).resolve()
+    # Symlink install: this file resolves into src/na_teleop/na_teleop/.
+    candidates.append(here.parents[2] / NA_MSGS_PACKAGE / "msg")
+    if workspace := os.environ.get("NA_WORKSPACE"):
+        candidates.append(Path(workspace) / "src" / NA_MSGS_PACKAGE / "msg")
+        candidates.append(Path(workspace) / "install" / NA_MSGS_PACKAGE / "share" / NA_MSGS_PACKAGE / "msg")
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        if prefix:
+            candidates.append(Path(prefix) / "share" / NA_MSGS_PACKAGE / "msg")
+    return candidates
+
+
+def find_na_msgs_dir() -> Path:
+    """The first directory holding the na_msgs ``.msg`` files (raises when there is none)."""
+    for candidate in _msg_dir_candidates():
+        if candidate.is_dir() and any(candidate.glob("*.msg")):
+            return candidate
+    searched = "\n  ".join(str(c) for c in _msg_dir_candidates())
+    raise EpisodeBagError(f"cannot find the na_msgs .msg files; searched:\n  {searched}\n"
+                          "set NA_MSGS_DIR or source .venv/na_env.sh")
+
+
+@lru_cache(maxsize=1)
+def typestore() -> Typestore:
+    """ROS 2 Jazzy type store with every ``na_msgs/msg/*`` type registered."""
+    store = get_typestore(Stores.ROS2_JAZZY)
+    types: dict = {}
+    for msg_file in sorted(find_na_msgs_dir().glob("*.msg")):
+        types.update(get_types_from_msg(msg_file.read_text(), f"{NA_MSGS_PACKAGE}/msg/{msg_file.stem}"))
+    store.register(types)
+    return store
+
+
+def message_class(msgtype: str) -> type:
+    """The message class of ``msgtype`` (e.g. ``"na_msgs/msg/ArmState"``) for building messages."""
+    try:
+        return typestore().types[msgtype]
+    except KeyError:
+        raise EpisodeBagError(f"unknown message type '{msgtype}' (not in ROS 2 Jazzy or na_msgs)") from None
+
+
+def make_time(stamp_ns: int):
+    """``builtin_interfaces/msg/Time`` from integer nanoseconds."""
+    sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
+    return message_class("builtin_interfaces/msg/Time")(sec=sec, nanosec=nanosec)
+
+
+def stamp_to_ns(stamp) -> int:
+    """Nanoseconds of a ``builtin_interfaces/msg/Time``."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def make_header(stamp_ns: int, frame_id: str = ""):
+    """``std_msgs/msg/Header`` with the given stamp (ns) and frame."""
+    return message_class("std_msgs/msg/Header")(stamp=make_time(stamp_ns), frame_id=frame_id)
+
+
+def serialize(message, msgtype: str) -> bytes:
+    return bytes(typestore().serialize_cdr(message, msgtype))
+
+
+def deserialize(raw: bytes, msgtype: str):
+    return typestore().deserialize_cdr(raw, msgtype)
+
+
+# ---- metadata -----------------------------------------------------------------------------
+def task_instance_id(task: str, payload_grams: float, condition: str) -> str:
+    """The unit of the 8:1:1 split: task + payload + condition, e.g. ``pick_place_200g_nominal``."""
+    grams = f"{payload_grams:g}"
+    return f"{task}_{grams}g_{condition}"
+
+
+def validate_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Check the keys and values of episode metadata and fill the optional ones."""
+    missing = [k for k in REQUIRED_KEYS if k not in metadata]
+    if missing:
+        raise EpisodeBagError(f"episode metadata lacks required keys: {', '.join(missing)}")
+    meta = dict(metadata)
+    for key, allowed in (("force_source", FORCE_SOURCES), ("condition", CONDITIONS), ("source", SOURCES)):
+        if meta[key] not in allowed:
+            raise EpisodeBagError(f"episode metadata '{key}' = {meta[key]!r}; expected one of {', '.join(allowed)}")
+    try:
+        meta["payload_grams"] = float(meta["payload_grams"])
+    except (TypeError, ValueError):
+        raise EpisodeBagError(f"episode metadata 'payload_grams' = {meta['payload_grams']!r} is not a number") from None
+    if not math.isfinite(meta["payload_grams"]) or meta["payload_grams"] < 0:
+        raise EpisodeBagError(f"episode metadata 'payload_grams' must be >= 0, got {meta['payload_grams']}")
+    meta.setdefault("operator", "")
+    meta.setdefault("notes", "")
+    meta.setdefault("seed", None)
+    meta.setdefault("task_instance", task_instance_id(meta["task"], meta["payload_grams"], meta["condition"]))
+    for key in STRING_KEYS:
+        meta[key] = str(meta[key])
+    return meta
+
+
+def metadata_to_custom_data(metadata: Mapping[str, Any]) -> dict[str, str]:
+    """Flatten metadata to rosbag2 ``custom_data`` strings: strings as they are, the rest as JSON."""
+    return {key: value if isinstance(value, str) else json.dumps(value) for key, value in metadata.items()}
+
+
+def metadata_from_custom_data(custom: Mapping[str, str]) -> dict[str, Any]:
+    """Inverse of :func:`metadata_to_custom_data` (known keys get their type back)."""
+    meta: dict[str, Any] = {}
+    for key, text in custom.items():
+        if key in STRING_KEYS:
+            meta[key] = text
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        if key in INT_KEYS and value is not None:
+            value = int(value)
+        elif key in FLOAT_KEYS:
+            value = float(value)
+        elif key in BOOL_KEYS:
+            value = bool(value)
+        meta[key] = value
+    return meta
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_json_atomic(path: Path, content: Mapping[str, Any]) -> None:
+    """Write JSON through a temporary file, fsync it and rename it over ``path``."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as stream:
+        json.dump(content, stream, indent=2, sort_keys=True)
+        stream.write("\n")
+        stream.flush()
+        os.fsync(stream.fileno())
+    tmp.replace(path)
+    _fsync_path(path.parent)
+
+
+def next_episode_id(out_dir: Path) -> int:
+    """One more than the largest ``episode_NNNNNN`` number in ``out_dir`` (1 when empty)."""
+    numbers = [int(m.group(1)) for p in out_dir.iterdir() if (m := EPISODE_DIR_PATTERN.match(p.name))] \
+        if out_dir.is_dir() else []
+    return max(numbers, default=0) + 1
+
+
+# ---- writer -------------------------------------------------------------------------------
+class _Rosbag2NamedMcapWriter(McapWriter):
+    """MCAP storage file named as the rosbag2 recorder names it: ``<bag>_0.mcap``."""
+
+    def __init__(self, path: Path, compression) -> None:
+        super().__init__(path, compression)
+        target = path / f"{path.name}_0.mcap"
+        self.path.rename(target)          # the open handle keeps writing to the renamed file
+        self.path = target
+
+
+class _EpisodeRosbagWriter(Writer):
+    STORAGE_PLUGINS: ClassVar = {**Writer.STORAGE_PLUGINS, StoragePlugin.MCAP: _Rosbag2NamedMcapWriter}
+
+
+class EpisodeWriter:
+    """Writes one episode bag under ``out_dir`` (``out_dir/episode_NNNNNN/``).
+
+    ``metadata`` holds the episode keys of INTERFACES.md; ``episode_id`` picks the number
+    (default: the next free one). The sidecar is written (``complete=false``) before any
+    message, so an interrupted recording still says what it was.
+    """
+
+    def __init__(self, out_dir: str | Path, metadata: Mapping[str, Any]) -> None:
+        self.out_dir = Path(out_dir)
+        if self.out_dir.exists() and not self.out_dir.is_dir():
+            raise EpisodeBagError(f"output path {self.out_dir} exists and is not a directory")
+        meta = validate_metadata(metadata)
+        episode_id = meta.get("episode_id")
+        episode_id = next_episode_id(self.out_dir) if episode_id is None else int(episode_id)
+        if not 0 <= episode_id <= 999_999:
+            raise EpisodeBagError(f"episode_id must be 0 ... 999999, got {episode_id}")
+        meta["episode_id"] = episode_id
+        self.path = self.out_dir / f"episode_{episode_id:06d}"
+        if self.path.exists():
+            raise EpisodeBagError(f"{self.path} exists already; not overwriting a recorded episode")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        meta.setdefault("start_stamp", None)
+        meta["stop_stamp"] = None
+        meta["complete"] = False
+        self.metadata = meta
+        self._counts: dict[str, int] = {}
+        self._types: dict[str, str] = {}
+        self._connections: dict[str, Any] = {}
+        self._first_stamp: int | None = None
+        self._last_stamp: int | None = None
+        self._writer = _EpisodeRosbagWriter(self.path, version=9, storage_plugin=StoragePlugin.MCAP)
+        self._writer.open()
+        self._closed = False
+        self._write_sidecar()
+
+    @property
+    def sidecar_path(self) -> Path:
+        return self.path / SIDECAR_NAME
+
+    def _write_sidecar(self) -> None:
+        content = dict(self.metadata)
+        content["topics"] = {name: {"type": self._types[name], "count": self._counts[name]} for name in self._types}
+        _write_json_atomic(self.sidecar_path, content)
+
+    def add_topic(self, name: str, msgtype: str) -> None:
+        """Register a topic before writing to it (type must be known to the type store)."""
+        self._check_open()
+        if name in self._connections:
+            if self._types[name] != msgtype:
+                raise EpisodeBagError(f"topic {name} already added with type {self._types[name]}, not {msgtype}")
+            return
+        message_class(msgtype)
+        self._connections[name] = self._writer.add_connection(name, msgtype, typestore=typestore())
+        self._types[name] = msgtype
+        self._counts[name] = 0
+
+    def write(self, topic: str, stamp_ns: int, message) -> None:
+        """Serialise and write one message; ``stamp_ns`` is the bag (receive/record) time."""
+        self._check_open()
+        if topic not in self._connections:
+            raise EpisodeBagError(f"topic {topic} was not added to {self.path} (call add_topic first)")
+        try:
+            raw = serialize(message, self._types[topic])
+        except Exception as err:  # rosbags raises several types for a malformed message
+            raise EpisodeBagError(f"cannot serialise a message for {topic} as {self._types[topic]}: {err}") from err
+        self._record(topic, int(stamp_ns), raw)
+
+    def write_raw(self, topic: str, stamp_ns: int, raw_cdr: bytes) -> None:
+        """Write an already CDR-serialised message (e.g. from an rclpy ``raw=True`` subscription)."""
+        self._check_open()
+        if topic not in self._connections:
+            raise EpisodeBagError(f"topic {topic} was not added to {self.path} (call add_topic first)")
+        self._record(topic, int(stamp_ns), bytes(raw_cdr))
+
+    def _record(self, topic: str, stamp_ns: int, raw: bytes) -> None:
+        if stamp_ns < 0:
+            raise EpisodeBagError(f"negative stamp {stamp_ns} on {topic}")
+        self._writer.write(self._connections[topic], stamp_ns, raw)
+        self._counts[topic] += 1
+        self._first_stamp = stamp_ns if self._first_stamp is None else min(self._first_stamp, stamp_ns)
+        self._last_stamp = stamp_ns if self._last_stamp is None else max(self._last_stamp, stamp_ns)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    def flush(self) -> None:
+        """Write the open MCAP chunk and fsync it, so a killed writer loses nothing before this point
+        (``na_teleop.bag_repair`` makes such a bag readable again)."""
+        self._check_open()
+        storage = self._writer.storage
+        if storage is None:
+            return
+        if storage.chunk.bio.tell():
+            storage.close_chunk()
+        storage.bio.flush()
+        os.fsync(storage.bio.fileno())
+
+    def close(self, complete: bool = True, stop_stamp_ns: int | None = None) -> Path:
+        """Finish the bag: metadata.yaml with custom_data, final sidecar, fsync. Returns the bag path."""
+        if self._closed:
+            return self.path
+        meta = self.metadata
+        if meta.get("start_stamp") is None:
+            meta["start_stamp"] = self._first_stamp
+        meta["stop_stamp"] = int(stop_stamp_ns) if stop_stamp_ns is not None else self._last_stamp
+        meta["complete"] = bool(complete)
+        for key, value in metadata_to_custom_data(meta).items():
+            self._writer.set_custom_data(key, value)
+        self._writer.close()
+        self._closed = True
+        for file in self.path.glob("*.mcap"):
+            _fsync_path(file)
+        _fsync_path(self.path / "metadata.yaml")
+        self._write_sidecar()
+        _fsync_path(self.out_dir)
+        return self.path
+
+    def abort(self) -> None:
+        """Stop without finishing (the bag stays incomplete; the sidecar says complete=false)."""
+        if not self._closed:
+            self._writer.abort()
+            self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EpisodeBagError(f"episode bag {self.path} is closed")
+
+    def __enter__(self) -> EpisodeWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close(complete=True)
+        else:
+            # Keep what was recorded, marked incomplete.
+            self.close(complete=False)
+
+
+# ---- reader -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TopicSummary:
+    name: str
+    msgtype: str
+    count: int
+
+
+class EpisodeReader:
+    """Reads one episode bag (MCAP or sqlite3 rosbag2) written by :class:`EpisodeWriter` or ros2 bag.
+
+    Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise EpisodeBagError(f"episode bag directory not found: {self.path}")
+        if not (self.path / "metadata.yaml").is_file():
+            has_storage = any(self.path.glob("*.mcap")) or any(self.path.glob("*.db3"))
+            reason = ("it has no metadata.yaml (the writer did not finish; recovering such bags is not "
+                      "supported yet)") if has_storage else "it holds no rosbag2 bag (no metadata.yaml)"
+            raise EpisodeBagError(f"cannot open episode bag {self.path}: {reason}")
+        self.metadata = self._read_metadata()
+        try:
+            self._reader = AnyReader([self.path], default_typestore=typestore())
+            self._reader.open()
+        except (AnyReaderError, OSError, ValueError, KeyError) as err:
+            raise EpisodeBagError(f"cannot open episode bag {self.path}: {err}") from err
+        self._open = True
+        known = self._reader.typestore.fielddefs
+        unknown = sorted({c.msgtype for c in self._reader.connections if c.msgtype not in known})
+        if unknown:
+            self.close()
+            raise EpisodeBagError(f"episode bag {self.path} holds messages of unknown types: {', '.join(unknown)}")
+
+    def _read_metadata(self) -> dict[str, Any]:
+        sidecar = self.path / SIDECAR_NAME
+        try:
+            info = yaml.safe_load((self.path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+        except (yaml.YAMLError, KeyError, TypeError) as err:
+            raise EpisodeBagError(f"{self.path / 'metadata.yaml'} is not rosbag2 metadata: {err}") from err
+        custom = info.get("custom_data") or {}
+        if custom:
+            return metadata_from_custom_data(custom)
+        if sidecar.is_file():
+            try:
+                meta = json.loads(sidecar.read_text())
+            except json.JSONDecodeError as err:
+                raise EpisodeBagError(f"{sidecar} is not valid JSON: {err}") from err
+            meta.pop("topics", None)
+            return meta
+        raise EpisodeBagError(f"episode bag {self.path} has no episode metadata (no custom_data, no {SIDECAR_NAME})")
+
+    @property
+    def topics(self) -> dict[str, TopicSummary]:
+        """Topic name -> type and message count."""
+        return {name: TopicSummary(name, info.msgtype or "", info.msgcount)
+                for name, info in self._reader.topics.items()}
+
+    @property
+    def start_time(self) -> int:
+        return self._reader.start_time
+
+    @property
+    def end_time(self) -> int:
+        return self._reader.end_time
+
+    def messages(self, topics: str | list[str] | None = None) -> Iterator[tuple[str, int, Any]]:
+        """Yield ``(topic, bag stamp ns, message)`` in stamp order, for all or the named topics."""
+        if isinstance(topics, str):
+            topics = [topics]
+        connections = list(self._reader.connections)
+        if topics is not None:
+            missing = sorted(set(topics) - {c.topic for c in connections})
+            if missing:
+                raise EpisodeBagError(f"episode bag {self.path} has no topic(s) {', '.join(missing)}")
+            connections = [c for c in connections if c.topic in topics]
+        for connection, stamp, raw in self._reader.messages(connections=connections):
+            yield connection.topic, stamp, self._reader.deserialize(raw, connection.msgtype)
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self._reader.close()
+
+    def __enter__(self) -> EpisodeReader:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close()
+
+
+def list_episodes(out_dir: str | Path) -> list[Path]:
+    """The ``episode_NNNNNN`` directories in ``out_dir``, in number order."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        raise EpisodeBagError(f"episode directory not found: {out_dir}")
+    return sorted(p for p in out_dir.iterdir() if p.is_dir() and EPISODE_DIR_PATTERN.match(p.name))

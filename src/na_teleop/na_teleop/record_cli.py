@@ -1,0 +1,158 @@
+"""na-record: drive the recorder from the keyboard.
+
+Enter starts/stops an episode, `d` discards the one being recorded, `g` toggles the payload-grasp
+flag (/episode/grasp), `q` quits (stopping a running episode first). Task and payload come from
+the command line or are asked for. While recording, one status line shows counts and rates.
+Works with a terminal (single keys) and with piped input (one command per line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import select
+import sys
+import termios
+import tty
+from contextlib import contextmanager
+
+import rclpy
+from rclpy.node import Node
+from std_msgs.msg import Bool, String
+
+from na_msgs.msg import EpisodeInfo
+from na_msgs.srv import DiscardEpisode, StartEpisode, StopEpisode
+
+FORCE_SOURCES = ("none", "payload", "ft_sensor")
+CONDITIONS = ("nominal", "restricted_joint3")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="na-record", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", help="task name (asked for when missing), e.g. pick_place, push_px")
+    parser.add_argument("--payload", type=float, help="payload held during grasp intervals, grams (default 0)")
+    parser.add_argument("--force-source", choices=FORCE_SOURCES,
+                        help="label source (default: payload when --payload > 0, else none)")
+    parser.add_argument("--condition", choices=CONDITIONS, default="nominal", help="motor condition label")
+    parser.add_argument("--operator", default="", help="who drives the leader")
+    parser.add_argument("--notes", default="", help="free text stored with each episode")
+    parser.add_argument("--recorder", default="/recorder", help="recorder node name (default /recorder)")
+    parser.add_argument("--timeout", type=float, default=10.0, help="s to wait for the recorder services")
+    return parser
+
+
+@contextmanager
+def single_keys(stream):
+    """Unbuffered single-key input on a terminal; line input otherwise."""
+    if not stream.isatty():
+        yield False
+        return
+    fd = stream.fileno()
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield True
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+class RecordClient:
+    def __init__(self, node: Node, recorder: str, timeout: float) -> None:
+        self.node = node
+        self.timeout = timeout
+        self.start_client = node.create_client(StartEpisode, f"{recorder}/start")
+        self.stop_client = node.create_client(StopEpisode, f"{recorder}/stop")
+        self.discard_client = node.create_client(DiscardEpisode, f"{recorder}/discard")
+        self.grasp_pub = node.create_publisher(Bool, "/episode/grasp", 10)
+        self.status: dict = {}
+        node.create_subscription(String, f"{recorder}/status", self._on_status, 10)
+
+    def _on_status(self, msg: String) -> None:
+        self.status = json.loads(msg.data)
+
+    def wait_ready(self) -> bool:
+        return all(c.wait_for_service(timeout_sec=self.timeout)
+                   for c in (self.start_client, self.stop_client, self.discard_client))
+
+    def call(self, client, request):
+        future = client.call_async(request)
+        rclpy.spin_until_future_complete(self.node, future, timeout_sec=self.timeout)
+        if not future.done():
+            return None
+        return future.result()
+
+
+def status_line(status: dict) -> str:
+    if not status.get("recording"):
+        return "idle" + (f" — {status['error']}" if status.get("error") else "")
+    rates = "  ".join(f"{t.rsplit('/', 2)[-2] if t.count('/') > 1 else t}:{v['count']}@{v['rate_hz']:.0f}Hz"
+                      for t, v in status.get("topics", {}).items())
+    return f"REC {status['episode']} {status['elapsed']:6.1f}s  {rates}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    task = args.task or input("task: ").strip()
+    if not task:
+        print("na-record: a task name is required", file=sys.stderr)
+        return 2
+    payload = args.payload if args.payload is not None else float(input("payload grams [0]: ").strip() or 0)
+    force_source = args.force_source or ("payload" if payload > 0 else "none")
+    rclpy.init()
+    node = rclpy.create_node("na_record")
+    client = RecordClient(node, args.recorder, args.timeout)
+    if not client.wait_ready():
+        print(f"na-record: no recorder services under {args.recorder} (is the recorder running?)", file=sys.stderr)
+        node.destroy_node()
+        rclpy.try_shutdown()
+        return 2
+    info = EpisodeInfo(task=task, payload_grams=payload, force_source=force_source, condition=args.condition,
+                       operator_name=args.operator, notes=args.notes)
+    print("Enter: start/stop   d: discard   g: grasp on/off   q: quit", flush=True)
+    grasp = False
+    recording = False
+    code = 0
+    with single_keys(sys.stdin) as keys:
+        while True:
+            rclpy.spin_once(node, timeout_sec=0.05)
+            if recording and keys:
+                print("\r" + status_line(client.status)[:150].ljust(150), end="", flush=True)
+            ready, _, _ = select.select([sys.stdin], [], [], 0.1)
+            if not ready:
+                continue
+            text = sys.stdin.read(1) if keys else sys.stdin.readline()
+            if text == "":          # end of piped input
+                text = "q"
+            command = text.strip().lower()
+            if keys:
+                print()
+            if text in ("\n", "\r", "\r\n"):          # Enter
+                if not recording:
+                    result = client.call(client.start_client, StartEpisode.Request(info=info))
+                    recording = bool(result and result.success)
+                else:
+                    result = client.call(client.stop_client, StopEpisode.Request())
+                    recording = not bool(result and result.success)
+                print(result.message if result else "na-record: the recorder did not answer", flush=True)
+            elif command == "d":
+                result = client.call(client.discard_client, DiscardEpisode.Request())
+                recording = False
+                print(result.message if result else "na-record: the recorder did not answer", flush=True)
+            elif command == "g":
+                grasp = not grasp
+                client.grasp_pub.publish(Bool(data=grasp))
+                print(f"grasp {'on' if grasp else 'off'}", flush=True)
+            elif command == "q":
+                if recording:
+                    result = client.call(client.stop_client, StopEpisode.Request())
+                    print(result.message if result else "na-record: the recorder did not answer", flush=True)
+                    code = 0 if result and result.success else 1
+                break
+    node.destroy_node()
+    rclpy.try_shutdown()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Recorder core and bag repair: episodes are written, reported, discarded; a killed recorder's
+partial episode becomes readable up to its last flushed chunk; write failures are loud."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from na_teleop.bag_repair import recover_incomplete_episodes
+from na_teleop.episode_bag import BOOL, EpisodeReader, message_class, serialize
+from na_teleop.recorder_core import RecorderCore, RecorderError
+
+TOPICS = {"/episode/grasp": BOOL}
+
+
+def raw_bool(value: bool) -> bytes:
+    return serialize(message_class(BOOL)(data=value), BOOL)
+
+
+def test_episode_is_written_reported_and_readable(tmp_path) -> None:
+    core = RecorderCore(tmp_path, dict(TOPICS), configured_topics=["/episode/grasp", "/ft/wrench"])
+    core.prepare()
+    core.start({"task": "pick_place", "payload_grams": 200.0}, stamp_ns=1_000_000_000)
+    for k in range(100):
+        core.on_message("/episode/grasp", 1_000_000_000 + k * 10_000_000, raw_bool(k % 2 == 0))
+    status = core.live_status(now_ns=2_000_000_000)
+    assert status["recording"] and status["topics"]["/episode/grasp"]["count"] == 100
+    report = core.stop(stamp_ns=2_000_000_000)
+    assert report.complete and report.topics["/episode/grasp"]["count"] == 100
+    assert report.topics["/episode/grasp"]["rate_hz"] == pytest.approx(100.0, rel=1e-6)
+    assert report.missing_topics == ["/ft/wrench"]
+    assert report.duration == pytest.approx(1.0)
+    with EpisodeReader(report.path) as reader:
+        assert reader.metadata["task"] == "pick_place"
+        assert reader.metadata["force_source"] == "payload"
+        assert reader.metadata["source"] == "live" and reader.metadata["complete"] is True
+        assert [m.data for _, _, m in reader.messages()][:3] == [True, False, True]
+    assert json.loads((tmp_path / "episode_000001" / "report.json").read_text())["complete"] is True
+
+
+def test_discard_removes_the_episode_and_numbering_goes_on(tmp_path) -> None:
+    core = RecorderCore(tmp_path, dict(TOPICS))
+    core.prepare()
+    core.start({"task": "a"}, 0)
+    core.on_message("/episode/grasp", 1, raw_bool(True))
+    discarded = core.discard()
+    assert not discarded.exists()
+    with pytest.raises(RecorderError, match="not recording"):
+        core.stop(5)
+    writer = core.start({"task": "b"}, 10)
+    assert writer.path.name == "episode_000001"
+
+
+def test_start_needs_a_task_and_one_episode_at_a_time(tmp_path) -> None:
+    core = RecorderCore(tmp_path, dict(TOPICS))
+    core.prepare()
+    with pytest.raises(RecorderError, match="task"):
+        core.start({"task": ""}, 0)
+    core.start({"task": "a"}, 0)
+    with pytest.raises(RecorderError, match="already recording"):
+        core.start({"task": "b"}, 0)
+
+
+def test_unwritable_directory_is_a_clear_error(tmp_path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("x")
+    with pytest.raises(RecorderError, match="cannot create output directory"):
+        RecorderCore(blocked / "episodes", dict(TOPICS)).prepare()
+    if os.geteuid() != 0:   # root ignores directory permissions
+        readonly = tmp_path / "ro"
+        readonly.mkdir(mode=0o500)
+        with pytest.raises(RecorderError, match="not writable"):
+            RecorderCore(readonly, dict(TOPICS)).prepare()
+
+
+def test_disk_full_ends_the_episode_loudly_and_keeps_it(tmp_path, monkeypatch) -> None:
+    core = RecorderCore(tmp_path, dict(TOPICS))
+    core.prepare()
+    writer = core.start({"task": "a"}, 0)
+    core.on_message("/episode/grasp", 1, raw_bool(True))
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writer, "write_raw", full)
+    core.on_message("/episode/grasp", 2, raw_bool(True))
+    assert not core.recording
+    assert "disk full" in core.error
+    assert (writer.path / "episode.json").is_file()
+    with pytest.raises(RecorderError, match="disk full"):
+        core.stop(3)
+
+
+KILLED_RECORDER = textwrap.dedent("""
+    import os, signal, sys
+    from na_teleop.episode_bag import BOOL, message_class, serialize
+    from na_teleop.recorder_core import RecorderCore
+    raw = serialize(message_class(BOOL)(data=True), BOOL)
+    core = RecorderCore(sys.argv[1], {"/episode/grasp": BOOL}, flush_period=0.0)
+    core.prepare()
+    core.start({"task": "first"}, 0)
+    for k in range(50):
+        core.on_message("/episode/grasp", k, raw)
+    core.stop(100)
+    core.start({"task": "second"}, 200)
+    for k in range(30):
+        core.on_message("/episode/grasp", 200 + k, raw)   # flush_period 0: every message is flushed
+    bio = core.writer._writer.storage.bio            # a chunk record cut off mid-write
+    bio.write(bytes([0x06]) + (1000).to_bytes(8, "little") + b"half a chunk")
+    bio.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_sigkill_keeps_finished_episodes_and_the_partial_one_readable(tmp_path) -> None:
+    result = subprocess.run([sys.executable, "-c", KILLED_RECORDER, str(tmp_path)], capture_output=True, timeout=60)
+    assert result.returncode == -signal.SIGKILL
+    first, second = tmp_path / "episode_000001", tmp_path / "episode_000002"
+    assert (first / "metadata.yaml").is_file() and not (second / "metadata.yaml").is_file()
+    repaired = recover_incomplete_episodes(tmp_path)
+    assert repaired == [second]
+    with EpisodeReader(first) as reader:
+        assert reader.metadata["complete"] is True and len(list(reader.messages())) == 50
+    with EpisodeReader(second) as reader:
+        assert reader.metadata["complete"] is False
+        assert len(list(reader.messages())) == 30
+    assert json.loads((second / "episode.json").read_text())["recovered"] is True
+    assert list(second.glob("*.mcap.partial"))   # the original bytes are kept
+    assert recover_incomplete_episodes(tmp_path) == []   # idempotent

@@ -1,0 +1,181 @@
+"""Teleop node in-process over real DDS: ArmState in, JointCommand out, stale hold, enable service."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from na_description import load_spec
+
+pytestmark = pytest.mark.node
+
+SPEC = load_spec()
+N = SPEC.n_motors
+
+
+class Harness:
+    """The teleop node plus a peer node that plays both arm drivers and listens to the commands."""
+
+    def __init__(self, context, **params) -> None:
+        from na_teleop.teleop_node import TeleopNode
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.node import Node
+        from rclpy.parameter import Parameter
+        from std_srvs.srv import SetBool
+
+        from na_msgs.msg import ArmState, JointCommand
+
+        # No soft start and no step limit unless a test asks: the first command equals the leader.
+        settings = {"soft_start_duration": 0.0, "stale_timeout": 0.1, "max_step_per_cycle": [10.0] * N, **params}
+        overrides = [Parameter(k, value=v) for k, v in settings.items()]
+        self.teleop = TeleopNode(context=context, parameter_overrides=overrides)
+        self.peer = Node("fake_arms", context=context)
+        self.leader_pub = self.peer.create_publisher(ArmState, "/leader/arm_state", 10)
+        self.follower_pub = self.peer.create_publisher(ArmState, "/follower/arm_state", 10)
+        self.commands: list[JointCommand] = []
+        self.peer.create_subscription(JointCommand, "/follower/command", self.commands.append, 10)
+        self.enable_client = self.peer.create_client(SetBool, "/teleop/enable")
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.teleop)
+        self.executor.add_node(self.peer)
+        self.ArmState, self.SetBool = ArmState, SetBool
+
+    def spin(self) -> None:
+        self.executor.spin_once(timeout_sec=0.005)
+
+    def spin_for(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.spin()
+
+    def state(self, role: str, position, current=None):
+        msg = self.ArmState(role=role, name=SPEC.joint_names, position=[float(x) for x in position])
+        msg.current = [float(x) for x in (np.zeros(N) if current is None else current)]
+        msg.header.stamp = self.teleop.get_clock().now().to_msg()
+        return msg
+
+    def connected(self) -> bool:
+        return (self.leader_pub.get_subscription_count() > 0 and self.follower_pub.get_subscription_count() > 0
+                and self.teleop.command_pub.get_subscription_count() > 0)
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.teleop.destroy_node()
+        self.peer.destroy_node()
+
+
+@pytest.fixture
+def harness(ros_context, wait_for):
+    created: list[Harness] = []
+
+    def make(**params) -> Harness:
+        h = Harness(ros_context, **params)
+        created.append(h)
+        assert wait_for(h.connected, 10.0, h.spin), "teleop and test peer did not discover each other"
+        return h
+
+    yield make
+    for h in created:
+        h.close()
+
+
+def feed_until_command(h: Harness, wait_for, leader, follower=None, timeout: float = 5.0) -> bool:
+    """Publish follower + leader samples every spin until a command arrives."""
+    start = len(h.commands)
+
+    def step() -> None:
+        h.follower_pub.publish(h.state("follower", np.zeros(N) if follower is None else follower))
+        h.leader_pub.publish(h.state("leader", leader))
+        h.spin_for(0.01)
+
+    return wait_for(lambda: len(h.commands) > start, timeout, step)
+
+
+def test_leader_state_becomes_follower_command(harness, wait_for) -> None:
+    h = harness()
+    leader = np.array([0.2, -0.3, 0.4, 0.1, -0.5])
+    assert feed_until_command(h, wait_for, leader)
+    command = h.commands[-1]
+    assert list(command.name) == SPEC.joint_names
+    np.testing.assert_allclose(command.position, leader)
+    assert command.gripper_slide == pytest.approx(float(SPEC.gripper.angle_to_slide(leader[4])))
+    assert command.header.stamp.sec > 0
+
+
+def test_leader_messages_are_reordered_by_joint_name(harness, wait_for) -> None:
+    h = harness()
+    h.follower_pub.publish(h.state("follower", np.zeros(N)))
+    leader = np.array([0.2, -0.3, 0.4, 0.1, -0.5])
+
+    def step() -> None:
+        msg = h.state("leader", leader[::-1])
+        msg.name = SPEC.joint_names[::-1]
+        h.follower_pub.publish(h.state("follower", np.zeros(N)))
+        h.leader_pub.publish(msg)
+        h.spin_for(0.01)
+
+    assert wait_for(lambda: len(h.commands) > 0, 5.0, step)
+    np.testing.assert_allclose(h.commands[-1].position, leader)
+
+
+def test_stale_leader_stops_new_commands(harness, wait_for) -> None:
+    from na_teleop.teleop_core import TeleopState
+
+    h = harness()
+    assert feed_until_command(h, wait_for, np.full(N, 0.1))
+    # Only the follower keeps talking now; the timer must notice the silent leader.
+    assert wait_for(lambda: h.teleop.core.state is TeleopState.STALE, 2.0,
+                    lambda: (h.follower_pub.publish(h.state("follower", np.zeros(N))), h.spin_for(0.01)))
+    h.spin_for(0.05)          # let in-flight commands arrive
+    count = len(h.commands)
+    h.spin_for(0.3)
+    assert len(h.commands) == count
+
+
+def test_enable_service_disables_and_reenables(harness, wait_for) -> None:
+    h = harness()
+    assert feed_until_command(h, wait_for, np.full(N, 0.1))
+    assert wait_for(h.enable_client.service_is_ready, 5.0, h.spin)
+
+    def call(enabled: bool):
+        future = h.enable_client.call_async(h.SetBool.Request(data=enabled))
+        assert wait_for(future.done, 5.0, h.spin)
+        return future.result()
+
+    response = call(False)
+    assert response.success and "disabled" in response.message
+    h.spin_for(0.05)
+    count = len(h.commands)
+    for _ in range(20):
+        h.leader_pub.publish(h.state("leader", np.full(N, 0.2)))
+        h.spin_for(0.01)
+    assert len(h.commands) == count
+    assert call(True).success
+    assert feed_until_command(h, wait_for, np.full(N, 0.2))
+
+
+def test_overload_on_the_follower_holds(harness, wait_for) -> None:
+    from na_teleop.teleop_core import TeleopState
+
+    h = harness(overload_window=0.05)
+    assert feed_until_command(h, wait_for, np.zeros(N))
+    high = np.array([0.0, 2.0, 0.0, 0.0, 0.0])
+
+    def step() -> None:
+        h.follower_pub.publish(h.state("follower", np.zeros(N), high))
+        h.leader_pub.publish(h.state("leader", np.zeros(N)))
+        h.spin_for(0.01)
+
+    assert wait_for(lambda: h.teleop.core.state is TeleopState.OVERLOAD, 3.0, step)
+    assert h.teleop.core.overload_joint == "joint2"
+
+
+def test_invalid_parameter_is_a_clear_error(ros_context) -> None:
+    from na_teleop.teleop_core import TeleopConfigError
+    from na_teleop.teleop_node import TeleopNode
+    from rclpy.parameter import Parameter
+
+    with pytest.raises(TeleopConfigError, match="joint_sign"):
+        TeleopNode(context=ros_context, parameter_overrides=[Parameter("joint_sign", value=[1.0, 1.0])])

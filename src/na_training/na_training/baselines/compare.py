@@ -1,0 +1,409 @@
+"""The comparison behind ``na-train compare``: every method scored on the same test episodes with the same metrics.
+
+Force baselines (ID-Linear, ID-Friction, GMO) and the condition baselines are fitted on the
+train split, then every method, including the learned model when one is given, is evaluated on
+the test split: force MAE per task/payload (nominal episodes with force labels), false-contact
+rate on episodes without contact, contact detection, and condition classification at each
+method's native granularity (64-frame windows for the baselines, frames for the model). Force
+baselines are fitted and scored on nominal episodes only: a restricted joint's extra torque is
+not a tool force.
+
+The core, :func:`compare_episodes`, works from :class:`EpisodeArrays`; :func:`run_comparison`
+adapts the NAD loader (``na_training.nad.load_nad``) and an exported ONNX model to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from na_description.spec import RobotSpec, load_spec
+from tqdm import tqdm
+
+from na_training.baselines.condition import WINDOW_SIZE, build_windows, evaluate_condition_baselines
+from na_training.baselines.contact import ContactDetector
+from na_training.baselines.dynamics import InverseDynamicsCache
+from na_training.baselines.episodes import RESTRICTED, EpisodeArrays
+from na_training.baselines.id_friction import IDFriction
+from na_training.baselines.id_linear import IDLinear
+from na_training.baselines.metrics import (
+    classification_metrics,
+    false_contact_rate,
+    force_mae_by_group,
+    group_key,
+)
+from na_training.baselines.momentum_observer import MomentumObserver
+
+LEARNED = "NeuralActuator"
+CONDITION_JOINT = "joint3"       # the supervised joint of the paper's condition experiment (Sec. IV-G)
+# Predictor of a learned model: episode -> {"force": [T, 3], "contact_prob": [T], "condition": [T, n_motors]}
+Predictor = Callable[[EpisodeArrays], dict[str, np.ndarray]]
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------ core
+
+def _force_methods() -> list:
+    cache = InverseDynamicsCache()
+    linear = IDLinear(cache)
+    return [linear, IDFriction(cache), MomentumObserver(linear)]
+
+
+def _estimate_all(method, episodes: Sequence[EpisodeArrays], label: str) -> list[np.ndarray]:
+    return [method.estimate(e) for e in tqdm(episodes, desc=label, unit="episode", leave=False, file=sys.stderr)]
+
+
+def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArrays],
+                     predictor: Predictor | None = None, seed: int = 0,
+                     condition_joint: str = CONDITION_JOINT, spec: RobotSpec | None = None) -> dict:
+    """Fit the baselines on ``train``, score them (and ``predictor``) on ``test``; a JSON-ready dict."""
+    spec = spec or load_spec()
+    if not test:
+        raise ValueError("no test episodes to compare on")
+    force_test = [e for e in test if e.is_nominal and e.has_force_label]
+    quiet_test = [e for e in test if e.is_nominal and e.has_no_contact()]
+    contact_test = [e for e in test if e.is_nominal and e.contact is not None]
+    results: dict = {
+        "episodes": {"train": len(train), "test": len(test), "force_test": len(force_test),
+                     "no_contact_test": len(quiet_test)},
+        "force_mae": {}, "false_contact_rate": {}, "contact": {}, "condition": {}, "fits": {}, "notes": [],
+    }
+    groups = [group_key(e.task, e.payload_grams) for e in force_test]
+
+    def score_force(name: str, forces: list[np.ndarray], contacts: list[np.ndarray], contact_score: list) -> None:
+        by_id = {id(e): k for k, e in enumerate(test)}
+        results["force_mae"][name] = force_mae_by_group(
+            groups, [forces[by_id[id(e)]] for e in force_test], [e.force for e in force_test],
+            [e.force_valid for e in force_test])
+        results["false_contact_rate"][name] = false_contact_rate([contacts[by_id[id(e)]] for e in quiet_test])
+        if contact_test:
+            results["contact"][name] = classification_metrics(
+                np.concatenate([e.contact for e in contact_test]),
+                np.concatenate([contacts[by_id[id(e)]] for e in contact_test]),
+                np.concatenate([contact_score[by_id[id(e)]] for e in contact_test]))
+
+    fit_train = [e for e in train if e.is_nominal]
+    # contact labels to tune the |f| threshold on; a force-free episode without them has none
+    contact_train = [e for e in fit_train if e.contact is not None or e.force_source == "none"]
+    contact_labels = [e.contact if e.contact is not None else np.zeros(e.n_frames, bool) for e in contact_train]
+    for method in _force_methods():
+        try:
+            _log(f"[compare] fitting {method.name} on {len(fit_train)} nominal training episodes")
+            results["fits"][method.name] = report = method.fit(fit_train)
+        except ValueError as err:      # e.g. no free-motion frames to fit the current map on
+            results["notes"].append(f"{method.name} skipped: {err}")
+            _log(f"[compare] {method.name} skipped: {err}")
+            continue
+        results["notes"] += [f"{method.name}: {note}" for note in report.get("notes", [])]
+        detector = ContactDetector()
+        report["contact"] = detector.fit(_estimate_all(method, contact_train, f"{method.name} train"),
+                                         contact_labels)
+        forces = _estimate_all(method, test, f"{method.name} test")
+        score_force(method.name, forces, [detector.predict(f) for f in forces],
+                    [np.linalg.norm(f, axis=1) for f in forces])
+
+    joint_index = spec.joint_names.index(condition_joint)
+    train_windows, test_windows = build_windows(list(train), joint_index), build_windows(list(test), joint_index)
+    if len(np.unique(train_windows.restricted)) == 2 and len(test_windows) > 0:
+        _log(f"[compare] condition baselines on {len(train_windows)} train / {len(test_windows)} test windows")
+        results["condition"] = evaluate_condition_baselines(train_windows, test_windows, seed)
+    else:
+        results["notes"].append("condition baselines skipped: the train split needs both conditions and the "
+                                f"test split at least one {WINDOW_SIZE}-frame window")
+
+    if predictor is not None:
+        _log(f"[compare] running {LEARNED} on {len(test)} test episodes")
+        outputs = [predictor(e) for e in tqdm(test, desc=LEARNED, unit="episode", leave=False, file=sys.stderr)]
+        probs = [np.asarray(o["contact_prob"], dtype=float).reshape(-1) for o in outputs]
+        score_force(LEARNED, [np.asarray(o["force"], dtype=float) for o in outputs], [p > 0.5 for p in probs], probs)
+        labelled = [(e, o) for e, o in zip(test, outputs, strict=True) if e.condition is not None]
+        if labelled and "condition" in outputs[0]:
+            # the model's condition score is 1 for nominal: restricted score = 1 − score (positive class)
+            restricted_score = np.concatenate([1.0 - np.asarray(o["condition"])[:, joint_index] for _, o in labelled])
+            truth = np.concatenate([np.full(e.n_frames, int(e.condition) == RESTRICTED) for e, _ in labelled])
+            results["condition"][LEARNED] = {**classification_metrics(truth, restricted_score > 0.5, restricted_score),
+                                             "granularity": "frames"}
+    results["best_classical_to_learned_force_mae"] = _best_ratio(results["force_mae"])
+    return results
+
+
+def _best_ratio(force_mae: dict) -> float | None:
+    learned = force_mae.get(LEARNED, {}).get("avg")
+    classical = [v["avg"] for k, v in force_mae.items() if k != LEARNED and np.isfinite(v["avg"])]
+    if learned is None or not classical or not np.isfinite(learned) or learned <= 0:
+        return None
+    return float(min(classical) / learned)
+
+
+# ------------------------------------------------------------------------------------ report
+
+def _fmt(value, percent: bool = False) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    return f"{100 * value:.1f} %" if percent else f"{value:.3f}"
+
+
+def markdown_report(results: dict) -> str:
+    """Paper-style tables (Tables VII and XI) as Markdown."""
+    lines = [f"# Comparison on the test split ({results['episodes']['test']} episodes)", ""]
+    force = results["force_mae"]
+    if force:
+        columns = [*sorted({g for v in force.values() for g in v if g != "avg"}), "avg"]
+        lines += ["## Force MAE (N) per task/payload", "",
+                  "| method | " + " | ".join(columns) + " | false contact |",
+                  "|---" * (len(columns) + 2) + "|"]
+        lines += [f"| {name} | " + " | ".join(_fmt(v.get(c)) for c in columns)
+                  + f" | {_fmt(results['false_contact_rate'].get(name), True)} |" for name, v in force.items()]
+        ratio = results.get("best_classical_to_learned_force_mae")
+        if ratio is not None:
+            lines += ["", f"Best classical force MAE / {LEARNED} force MAE = {ratio:.2f}"]
+        lines.append("")
+    if results["condition"]:
+        lines += ["## Condition (Joint 3, positive = restricted)", "",
+                  "| method | accuracy | precision | recall | AUC | granularity |", "|---|---|---|---|---|---|"]
+        lines += [f"| {name} | {_fmt(m['accuracy'], True)} | {_fmt(m['precision'], True)} | "
+                  f"{_fmt(m['recall'], True)} | {_fmt(m['auc'])} | {m['granularity']} |"
+                  for name, m in results["condition"].items()]
+        lines.append("")
+    if results["notes"]:
+        lines += ["## Notes", ""] + [f"- {n}" for n in results["notes"]] + [""]
+    return "\n".join(lines)
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _json_safe(value.tolist())
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(float(value)) else None
+    if isinstance(value, (np.integer, np.bool_)):
+        return value.item()
+    return value
+
+
+def write_report(results: dict, out_dir: str | Path) -> dict[str, Path]:
+    """``comparison.json`` (NaN as null) and ``comparison.md`` in ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "comparison.json", "markdown": out / "comparison.md"}
+    paths["json"].write_text(json.dumps(_json_safe(results), indent=2, sort_keys=True) + "\n")
+    paths["markdown"].write_text(markdown_report(results))
+    return paths
+
+
+# ------------------------------------------------------------------------------------ NAD and model adapters
+
+def _fill_gaps(values: np.ndarray) -> np.ndarray:
+    """Non-finite samples replaced by the nearest earlier finite one (the first finite one at the start)."""
+    values = np.array(values, dtype=float)
+    flat = values.reshape(values.shape[0], -1)
+    for column in flat.T:
+        finite = np.isfinite(column)
+        if finite.all() or not finite.any():
+            continue
+        index = np.where(finite, np.arange(column.size), 0)
+        np.maximum.accumulate(index, out=index)
+        index[: np.argmax(finite)] = np.argmax(finite)
+        column[:] = column[index]
+    return flat.reshape(values.shape)
+
+
+def episode_arrays_from_nad(episode, spec: RobotSpec | None = None) -> EpisodeArrays:
+    """Adapt a ``na_training.nad.Episode`` (columns ``position_<joint>``, ``force_x`` ...) to EpisodeArrays.
+
+    Invalid frames (``frame_valid`` false) keep their place in time (finite differences and the
+    observer need the sequence) with gaps filled from the last good sample, and are left out of
+    the force metrics through ``force_valid``.
+    """
+    spec = spec or load_spec()
+    columns, arm = episode.columns, spec.arm_joint_names
+
+    def per_joint(field: str) -> np.ndarray:
+        values = _fill_gaps(np.stack([columns[f"{field}_{j}"] for j in arm], axis=1))
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"{field} has a joint without any finite sample")
+        return values
+
+    meta = episode.meta
+    condition = meta.get("condition_label")
+    if condition is None or not np.isfinite(condition):
+        joint_labels = columns.get(f"condition_{CONDITION_JOINT}")
+        finite = joint_labels[np.isfinite(joint_labels)] if joint_labels is not None else np.zeros(0)
+        condition = float(np.round(np.median(finite))) if finite.size else None
+    valid = episode.valid
+    return EpisodeArrays(
+        episode_id=str(meta.get("episode_id", meta.get("episode_index"))),
+        time=np.asarray(episode.time, dtype=float),
+        position=per_joint("position"), velocity=per_joint("velocity"), current=per_joint("current"),
+        goal_position=per_joint("command_position"),
+        gripper_slide=_fill_gaps(columns["gripper_slide"]) if "gripper_slide" in columns else None,
+        force=np.nan_to_num(episode.force), force_valid=episode.force_valid.all(axis=1) & valid,
+        contact=episode.contact, condition=None if condition is None else int(condition),
+        task=str(meta.get("task", "unknown")), payload_grams=float(meta.get("payload_grams") or 0.0),
+        force_source=str(meta.get("force_source", "none")), split=str(meta.get("split", "")),
+        extra={"nad_episode": episode},
+    )
+
+
+def _adapt_or_skip(episode, spec: RobotSpec, skipped: list[str]) -> EpisodeArrays | None:
+    """The adapted episode, or None (with the reason appended to ``skipped``) when it is unusable."""
+    try:
+        return episode_arrays_from_nad(episode, spec)
+    except ValueError as err:
+        message = f"episode {episode.meta.get('episode_id', '?')} skipped: {err}"
+        _log(f"[compare] {message}")
+        skipped.append(message)
+        return None
+
+
+class OnnxPredictor:
+    """Runs an exported ``model.onnx`` over whole NAD episodes with causal history windows."""
+
+    def __init__(self, model_path: str | Path, batch_size: int = 512) -> None:
+        import onnxruntime as ort
+
+        self.session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+        self.meta = dict(self.session.get_modelmeta().custom_metadata_map)
+        self.input_name = self.session.get_inputs()[0].name
+        self.history = int(self.session.get_inputs()[0].shape[1]) if isinstance(
+            self.session.get_inputs()[0].shape[1], int) else int(self.meta.get("history_length", 9))
+        self.pad_frame = self._pad_frame()
+        self.batch_size = batch_size
+
+    def _pad_frame(self) -> np.ndarray | None:
+        """The training mean frame pads history before an episode start (FACTS §4), if the model has it."""
+        for key in ("feature_stats", "feature_mean", "pad_frame"):
+            if key in self.meta:
+                value = json.loads(self.meta[key])
+                return np.asarray(value["mean"] if isinstance(value, dict) else value, dtype=float)
+        return None
+
+    def __call__(self, episode: EpisodeArrays) -> dict[str, np.ndarray]:
+        from na_estimator.features import history_windows
+
+        nad_episode = episode.extra.get("nad_episode")
+        if nad_episode is None:
+            raise ValueError(f"episode {episode.episode_id}: the ONNX model needs the NAD episode's feature columns")
+        features = np.nan_to_num(_fill_gaps(nad_episode.features()))
+        pad = self.pad_frame if self.pad_frame is not None else features[0]
+        windows = history_windows(features, pad, self.history).astype(np.float32)
+        outputs: dict[str, list[np.ndarray]] = {}
+        names = [o.name for o in self.session.get_outputs()]
+        for start in range(0, windows.shape[0], self.batch_size):
+            values = self.session.run(None, {self.input_name: windows[start:start + self.batch_size]})
+            for name, value in zip(names, values, strict=True):
+                outputs.setdefault(name, []).append(value)
+        merged = {name: np.concatenate(parts) for name, parts in outputs.items()}
+        missing = [k for k in ("force", "contact_prob") if k not in merged]
+        if missing:
+            raise ValueError(f"the ONNX model has no output(s) {missing} (outputs: {names})")
+        result = {"force": merged["force"], "contact_prob": merged["contact_prob"].reshape(-1)}
+        if "condition" in merged:
+            result["condition"] = merged["condition"]
+        return result
+
+
+def resolve_model(model_path: str | Path, out_dir: str | Path) -> Path:
+    """An ``.onnx`` file as is; a training run directory (checkpoint) exported to ``out_dir/model.onnx`` first."""
+    path = Path(model_path)
+    if path.is_file():
+        return path
+    if path.is_dir():
+        from na_training.export import export_model
+        from na_training.train import load_trained_model
+
+        model, description = load_trained_model(path)
+        target = Path(out_dir) / "model.onnx"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _log(f"[compare] exporting the checkpoint in {path} to {target}")
+        export_model(model, description, target)
+        return target
+    raise ValueError(f"model {path} is neither an .onnx file nor a training run directory")
+
+
+def run_comparison(nad_path: str | Path, model_path: str | Path | None, out_dir: str | Path, seed: int = 0) -> dict:
+    """Load a NAD, fit the baselines on its train split, compare on its test split, write the reports.
+
+    ``model_path``: exported ``model.onnx``, a training run directory (exported first), or None
+    for the baselines alone.
+    """
+    from na_training.nad import load_nad
+
+    spec = load_spec()
+    _log(f"[compare] loading {nad_path}")
+    skipped: list[str] = []
+    train, test = ([a for e in load_nad(nad_path, split) if (a := _adapt_or_skip(e, spec, skipped)) is not None]
+                   for split in ("train", "test"))
+    if not train or not test:
+        raise ValueError(f"{nad_path}: need train and test episodes (found {len(train)} train, {len(test)} test)")
+    model_file = resolve_model(model_path, out_dir) if model_path is not None else None
+    predictor = OnnxPredictor(model_file) if model_file is not None else None
+    results = compare_episodes(train, test, predictor, seed=seed, spec=spec)
+    results["notes"] += skipped
+    results["dataset"] = str(nad_path)
+    results["model"] = None if model_file is None else str(model_file)
+    paths = write_report(results, out_dir)
+    print(markdown_report(results))
+    _log(f"[compare] wrote {paths['markdown']} and {paths['json']}")
+    return results
+
+
+# ------------------------------------------------------------------------------------ CLI
+
+COMPARE_DESCRIPTION = (
+    "Fit ID-Linear, ID-Friction, the momentum observer and the condition baselines (threshold, RBF SVM, "
+    "Random Forest) on the train split of a NAD, then score them and the exported model on the test split with "
+    "the same metrics (paper Tables VII and XI). Prints the tables and writes comparison.md and comparison.json.")
+
+
+def add_compare_parser(subparsers) -> argparse.ArgumentParser:
+    """Add ``compare`` to an ``na-train`` sub-parser set; its ``handler`` default is :func:`run_compare`."""
+    parser = subparsers.add_parser("compare", help="compare the learned model with the classical baselines on a "
+                                   "NAD test split", description=COMPARE_DESCRIPTION)
+    configure_compare_parser(parser)
+    return parser
+
+
+def configure_compare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nad", required=True, type=Path, help="NAD v1 dataset directory")
+    parser.add_argument("--model", type=Path, default=None,
+                        help="exported model.onnx or a training run directory (omit: baselines only)")
+    parser.add_argument("--out", type=Path, default=Path("compare_out"), help="output directory (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the Random Forest/SVM (default: %(default)s)")
+    parser.set_defaults(handler=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """Handler of ``na-train compare``: 0 on success, 2 with a message on bad input."""
+    for path, what in ((args.nad, "NAD directory"), (args.model, "model")):
+        if path is not None and not Path(path).exists():
+            print(f"na-train compare: error: {what} {path} does not exist", file=sys.stderr)
+            return 2
+    try:
+        run_comparison(args.nad, args.model, args.out, args.seed)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"na-train compare: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main_compare(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry point with the same arguments as ``na-train compare``."""
+    parser = argparse.ArgumentParser(prog="na-train compare", description=COMPARE_DESCRIPTION)
+    configure_compare_parser(parser)
+    return run_compare(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_compare())

@@ -1,0 +1,176 @@
+"""Rigid-body terms of the arm from the na_description MuJoCo model, per frame and vectorised over episodes.
+
+The model is ``load_model(contacts=False, constraints=False)``: the configuration the simulator
+and the paper use (contacts and constraint solver off), so ``mj_inverse`` gives exactly
+``M(q) q̈ + C(q, q̇) q̇ + g(q) + D q̇`` (armature inside ``M``, joint damping ``D`` from the MJCF).
+Only the arm joints enter the force residual; the gripper slide only places the finger mass.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
+from na_description.spec import RobotSpec, load_spec
+
+ACCEL_SCHEMES = ("central", "backward", "forward")
+
+
+def finite_difference_acceleration(velocity: np.ndarray, time: np.ndarray, scheme: str = "central",
+                                   smoothing_frames: int = 1) -> np.ndarray:
+    """Joint acceleration from measured velocity.
+
+    ``central`` (offline, second-order, the default for the paper's offline benchmark),
+    ``backward`` (causal, one frame of lag), ``forward`` (one frame ahead). The end frames use
+    the one-sided difference. ``smoothing_frames`` > 1 applies a centred moving average of that
+    odd length afterwards (zero phase, shrinking symmetrically at the ends).
+    """
+    if scheme not in ACCEL_SCHEMES:
+        raise ValueError(f"unknown acceleration scheme '{scheme}', choose one of {ACCEL_SCHEMES}")
+    if smoothing_frames < 1 or smoothing_frames % 2 == 0:
+        raise ValueError(f"smoothing_frames must be an odd number >= 1, got {smoothing_frames}")
+    velocity = np.asarray(velocity, dtype=float)
+    time = np.asarray(time, dtype=float)
+    dv = np.diff(velocity, axis=0)
+    dt = np.diff(time)[:, None]
+    one_sided = dv / dt                                   # slope between frames k and k+1
+    acc = np.empty_like(velocity)
+    if scheme == "central":
+        acc[:] = np.gradient(velocity, time, axis=0, edge_order=1)
+    elif scheme == "backward":
+        acc[1:] = one_sided
+        acc[0] = one_sided[0]
+    else:
+        acc[:-1] = one_sided
+        acc[-1] = one_sided[-1]
+    if smoothing_frames > 1:
+        acc = centred_moving_average(acc, smoothing_frames)
+    return acc
+
+
+def centred_moving_average(values: np.ndarray, width: int) -> np.ndarray:
+    """Zero-phase moving average along axis 0; near the ends the window shrinks symmetrically."""
+    n = values.shape[0]
+    index = np.arange(n)
+    half = np.minimum(np.minimum(index, n - 1 - index), width // 2)
+    cumulative = np.concatenate([np.zeros((1, *values.shape[1:])), np.cumsum(values, axis=0)])
+    lo, hi = index - half, index + half + 1
+    return (cumulative[hi] - cumulative[lo]) / (hi - lo).reshape(-1, *([1] * (values.ndim - 1)))
+
+
+def force_from_joint_residual(tau_ext: np.ndarray, jacobian: np.ndarray, rcond: float = 1e-3) -> np.ndarray:
+    """Tool force ``f = (Jvᵀ)⁺ τ_ext`` per frame (least squares; tiny singular values cut at ``rcond``).
+
+    ``tau_ext`` [T, n], ``jacobian`` [T, 3, n] -> [T, 3] (N, environment on robot, base frame).
+    """
+    jt_pinv = np.linalg.pinv(np.swapaxes(jacobian, 1, 2), rcond=rcond)     # [T, 3, n]
+    return np.einsum("tij,tj->ti", jt_pinv, tau_ext)
+
+
+class RigidBodyModel:
+    """Inverse dynamics, mass matrix, bias forces and tool Jacobian of the arm joints."""
+
+    def __init__(self, spec: RobotSpec | None = None) -> None:
+        self.spec = spec or load_spec()
+        self.model = load_model(self.spec, contacts=False, constraints=False)
+        self.data = mujoco.MjData(self.model)
+        self.arm_joints = self.spec.arm_joint_names
+        self.n_arm = len(self.arm_joints)
+        self._qpos = joint_qpos_indices(self.model, self.arm_joints)
+        self._dof = joint_dof_indices(self.model, self.arm_joints)
+        grippers = [j.name for j in self.spec.joints if j.type == "gripper"]
+        self._gripper_qpos = joint_qpos_indices(self.model, grippers) if grippers else np.array([], dtype=int)
+        self._site = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SITE, self.spec.tool_site)
+        if self._site < 0:
+            raise ValueError(f"{self.spec.mjcf_path}: no site named '{self.spec.tool_site}'")
+        self._jacp = np.zeros((3, self.model.nv))
+        self._mass = np.zeros((self.model.nv, self.model.nv))
+
+    def _check(self, q: np.ndarray) -> np.ndarray:
+        q = np.asarray(q, dtype=float)
+        if q.ndim != 2 or q.shape[1] != self.n_arm:
+            raise ValueError(f"expected arm joint array [T, {self.n_arm}], got shape {q.shape}")
+        return q
+
+    def _set_state(self, q: np.ndarray, qd: np.ndarray | None, slide: float | None) -> None:
+        self.data.qpos[:] = 0.0
+        self.data.qvel[:] = 0.0
+        self.data.qacc[:] = 0.0
+        self.data.qpos[self._qpos] = q
+        if slide is not None and self._gripper_qpos.size:
+            self.data.qpos[self._gripper_qpos[0]] = slide
+        if qd is not None:
+            self.data.qvel[self._dof] = qd
+
+    def inverse_dynamics(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
+                         gripper_slide: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``τ_ID`` [T, n] and the tool Jacobian [T, 3, n] at every frame (one MuJoCo pass each)."""
+        q, qd, qdd = self._check(q), self._check(qd), self._check(qdd)
+        tau = np.zeros_like(q)
+        jac = np.zeros((q.shape[0], 3, self.n_arm))
+        for k in range(q.shape[0]):
+            self._set_state(q[k], qd[k], None if gripper_slide is None else gripper_slide[k])
+            self.data.qacc[self._dof] = qdd[k]
+            mujoco.mj_inverse(self.model, self.data)
+            tau[k] = self.data.qfrc_inverse[self._dof]
+            mujoco.mj_jacSite(self.model, self.data, self._jacp, None, self._site)
+            jac[k] = self._jacp[:, self._dof]
+        return tau, jac
+
+    def observer_terms(self, q: np.ndarray, qd: np.ndarray, gripper_slide: np.ndarray | None = None,
+                       eps: float = 1e-6) -> dict[str, np.ndarray]:
+        """What the momentum observer needs at every frame, without any time derivative.
+
+        ``momentum`` p = M q̇; ``drift`` = Ṁ q̇ − (C q̇ + g) − D q̇ = Cᵀ q̇ − g − D q̇ (since
+        Ṁ = C + Cᵀ), with Ṁ q̇ as the directional derivative of M along q̇ (central difference in
+        q of size ``eps``·q̇ — measured q and q̇ of the same frame only); ``jacobian`` [T, 3, n].
+        """
+        q, qd = self._check(q), self._check(qd)
+        n = q.shape[0]
+        momentum = np.zeros_like(q)
+        drift = np.zeros_like(q)
+        jac = np.zeros((n, 3, self.n_arm))
+        dofs = np.ix_(self._dof, self._dof)
+        for k in range(n):
+            slide = None if gripper_slide is None else gripper_slide[k]
+            mass_dot_qd = np.zeros(self.n_arm)
+            for sign in (1.0, -1.0):
+                self._set_state(q[k] + sign * eps * qd[k], None, slide)
+                mujoco.mj_fwdPosition(self.model, self.data)
+                mujoco.mj_fullM(self.model, self.data, self._mass)
+                mass_dot_qd += sign * self._mass[dofs] @ qd[k]
+            mass_dot_qd /= 2.0 * eps
+            self._set_state(q[k], qd[k], slide)
+            mujoco.mj_forward(self.model, self.data)
+            mujoco.mj_fullM(self.model, self.data, self._mass)
+            momentum[k] = self._mass[dofs] @ qd[k]
+            drift[k] = mass_dot_qd - self.data.qfrc_bias[self._dof] + self.data.qfrc_passive[self._dof]
+            mujoco.mj_jacSite(self.model, self.data, self._jacp, None, self._site)
+            jac[k] = self._jacp[:, self._dof]
+        return {"momentum": momentum, "drift": drift, "jacobian": jac}
+
+
+class InverseDynamicsCache:
+    """``τ_ID`` and tool Jacobians per episode, computed once and shared by the ID baselines."""
+
+    def __init__(self, rigid_body: RigidBodyModel | None = None, accel_scheme: str = "central",
+                 smoothing_frames: int = 5) -> None:
+        if accel_scheme not in ACCEL_SCHEMES:
+            raise ValueError(f"unknown acceleration scheme '{accel_scheme}', choose one of {ACCEL_SCHEMES}")
+        self.rigid_body = rigid_body or RigidBodyModel()
+        self.accel_scheme = accel_scheme
+        self.smoothing_frames = smoothing_frames
+        self._store: dict[int, tuple[object, np.ndarray, np.ndarray]] = {}
+
+    def get(self, episode) -> tuple[np.ndarray, np.ndarray]:
+        """(τ_ID [T, n], Jv [T, 3, n]) of an :class:`EpisodeArrays`."""
+        key = id(episode)
+        hit = self._store.get(key)
+        if hit is not None and hit[0] is episode:
+            return hit[1], hit[2]
+        acc = finite_difference_acceleration(episode.velocity, episode.time, self.accel_scheme,
+                                             self.smoothing_frames)
+        tau, jac = self.rigid_body.inverse_dynamics(episode.position, episode.velocity, acc,
+                                                    episode.gripper_slide)
+        self._store[key] = (episode, tau, jac)
+        return tau, jac
