@@ -18,5 +18,10 @@ setup(
     maintainer_email="maintainers@neuralactuator.invalid",
     description="DYNAMIXEL arm driver node and F/T sensor driver node (ATI Net F/T RDT over UDP, serial line sensor).",
     license="Apache-2.0",
-    entry_points={"console_scripts": []},
+    entry_points={
+        "console_scripts": [
+            "arm_driver = na_driver.arm_driver_node:main",
+            "ft_driver = na_driver.ft_driver_node:main",
+        ],
+    },
 )

@@ -1,0 +1,497 @@
+"""Arm driver core: start-up, the per-cycle bus exchange, decoding to SI, safety logic (ROS-free).
+
+One :class:`ArmDriverCore` drives one arm (leader or follower) on one bus. The node calls
+:meth:`ArmDriverCore.start` once and :meth:`ArmDriverCore.cycle` from its deadline loop; service
+requests that need the bus go through :meth:`ArmDriverCore.run_on_bus` so that only the loop
+thread ever touches the port.
+
+Joint-side quantities follow docs/INTERFACES.md: joint angle = direction * servo angle + homing
+offset (``RobotSpec.servo_to_joint``); velocity, current and PWM take the direction's sign. The
+servo's own Homing Offset and Drive Mode registers are set to 0 (the mapping lives in software,
+in one place).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from na_description import xm430
+from na_driver.arm_config import ArmConfig
+from na_driver.arm_health import ERROR, OK, WARN, HealthEvent, HealthMonitor
+from na_driver.dxl_bus import BusError, DxlBus, PortLostError, PortOpenError, ServoReply
+
+REG = xm430.REGISTERS
+STATE_START, STATE_LENGTH = xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_LENGTH
+_TORQUE = REG["torque_enable"]
+_GOAL = REG["goal_position"]
+_PRESENT = REG["present_position"]
+_HW_ERROR = REG["hardware_error_status"]
+_HW_ERROR_REFRESH_S = 1.0          # re-read Hardware Error Status of an alerting servo at most this often
+_STATUS_BYTES = 11                 # a status packet without parameters (Protocol 2.0)
+_REBOOT_WAIT_S = 1.0               # how long a rebooted servo may take to answer pings again
+
+Logger = Callable[[int, str], None]    # (level, message)
+
+
+class StartupError(RuntimeError):
+    """The arm could not be brought up; the message says which port/servo/setting and why."""
+
+
+@dataclass
+class ArmSample:
+    """One cycle's decoded state of the arm (mirrors na_msgs/ArmState)."""
+
+    stamp: float                   # time.monotonic() when the bus read completed
+    role: str
+    names: tuple[str, ...]
+    position: np.ndarray           # rad, joint side (gripper: servo angle)
+    gripper_slide: float           # m
+    goal_gripper_slide: float      # m
+    velocity: np.ndarray           # rad/s
+    goal_position: np.ndarray      # rad, joint side
+    current: np.ndarray            # A
+    pwm: np.ndarray                # fraction
+    input_voltage: np.ndarray      # V
+    temperature: np.ndarray        # degC
+    hardware_error: list[int]
+    stale: list[bool]
+    timeout_errors: int
+    crc_errors: int
+    partial_errors: int
+    dropped_cycles: int
+    bus_cycle_duration: float      # s
+    raw_present_position: list[int | None] = field(default_factory=list)   # pulses, None when stale
+
+
+def _log_default(level: int, message: str) -> None:
+    print(("INFO", "WARN", "ERROR", "STALE")[level] + ": " + message)
+
+
+class ArmDriverCore:
+    """Start-up sequence, per-cycle bus exchange and safety logic of one arm."""
+
+    def __init__(self, config: ArmConfig, log: Logger | None = None, bus: DxlBus | None = None) -> None:
+        self.config = config
+        self.spec = config.joint_spec()
+        self.log = log or _log_default
+        self.bus = bus or DxlBus(config.port, config.baud_rate, reply_timeout=config.reply_timeout or None,
+                                 retries=config.bus_retries)
+        n = config.n_servos
+        self.ids = list(config.servo_ids)
+        self._direction = np.array(config.drive_directions, dtype=float)
+        self._lower, self._upper = self.spec.servo_angle_limits()
+        self._gripper = config.gripper_index
+        nan = np.full(n, np.nan)
+        self._position_servo = nan.copy()         # rad, servo side (last valid reading)
+        self._velocity = nan.copy()
+        self._current = nan.copy()
+        self._pwm = nan.copy()
+        self._voltage = nan.copy()
+        self._temperature = nan.copy()
+        self._raw_position: list[int | None] = [None] * n
+        self._hw_error = [0] * n
+        self._hw_error_read_at = [-math.inf] * n
+        self._goal_joint = nan.copy()             # rad, joint side, what the servos were last commanded
+        self._command: np.ndarray | None = None   # latest joint-side command (unclamped)
+        self._command_lock = threading.Lock()
+        self._requests: list[tuple[Callable[[], object], Future]] = []
+        self._requests_lock = threading.Lock()
+        self._bus_thread: int | None = None
+        self.torque_enabled = False
+        self.port_lost = False
+        self._next_reopen = 0.0
+        self.health = HealthMonitor(config.servo_ids, config.joint_names, config.temperature_warning,
+                                    config.temperature_trip, config.error_timeout, time.monotonic())
+        self.dropped_cycles = 0                   # set by the owner of the loop
+        self.last_bus_duration = 0.0
+        self.clamped_commands = 0
+        self.alerts: list[HealthEvent] = []        # events of the last cycle (for tests and the node log)
+        self.reopen_attempts = 0
+
+    # ---- start-up -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Open the port, check every servo, write and verify settings, set torque for the role."""
+        try:
+            self.bus.open()
+        except PortOpenError as exc:
+            raise StartupError(str(exc)) from exc
+        try:
+            self._bring_up()
+        except BusError as exc:
+            self.bus.close()
+            raise StartupError(f"{self.config.role} arm on '{self.config.port}': {exc}") from exc
+        except StartupError:
+            self.bus.close()
+            raise
+
+    def _bring_up(self) -> None:
+        where = f"{self.config.role} arm on '{self.config.port}'"
+        models = {sid: self.bus.ping(sid) for sid in self.ids}
+        missing = [sid for sid, model in models.items() if model is None]
+        if missing:
+            raise StartupError(f"{where}: servo ID(s) {', '.join(map(str, missing))} did not answer a ping "
+                               f"at {self.config.baud_rate} bps")
+        wrong = [f"ID {sid} reports model number {model}" for sid, model in models.items()
+                 if model != xm430.MODEL_NUMBER]
+        if wrong:
+            raise StartupError(f"{where}: {'; '.join(wrong)}, expected {xm430.MODEL_NUMBER} ({self.spec.servo_model})")
+        for k, sid in enumerate(self.ids):
+            self._write_eeprom_settings(k, sid)
+            self._write_ram_settings(k, sid)
+            hw_error = self.bus.read(sid, _HW_ERROR.address, 1).data[0]
+            if hw_error:
+                self._hw_error[k] = hw_error
+                for event in self.health.update_reply(k, time.monotonic(), 0.0, hw_error):
+                    self.log(event.level, event.message + "; reboot it (~/reboot) before enabling torque")
+        for k, sid in enumerate(self.ids):
+            goal = xm430.decode_value(_GOAL, self.bus.read(sid, _GOAL.address, _GOAL.size).data)
+            self._goal_joint[k] = self._servo_to_joint_index(k, float(xm430.pulses_to_rad(goal)))
+        if self.config.is_follower:
+            if self.health.tripped:
+                self.log(ERROR, "follower stays torque-off: " + "; ".join(s.label for s in self.health.tripped))
+            else:
+                self._enable_torque_at_present_pose()
+        else:
+            self._set_torque_all(False)   # leader: kinesthetic, moved by hand
+        self.log(OK, f"{self.config.role} arm up on '{self.config.port}': servos {self.ids}, "
+                     f"mode {xm430.OPERATING_MODES[self.config.operating_mode]}, torque "
+                     f"{'on' if self.torque_enabled else 'off'}")
+
+    def _eeprom_targets(self, k: int) -> dict[str, int]:
+        return {
+            "operating_mode": self.config.operating_mode,
+            "return_delay_time": round(self.config.return_delay_us * 1e-6 / xm430.RETURN_DELAY_UNIT_S),
+            "drive_mode": 0,                 # direction is applied in software (drive_directions)
+            "homing_offset": 0,              # homing is applied in software (homing_offsets)
+            "current_limit": int(xm430.amp_to_current_units(self.config.current_limit[k])),
+        }
+
+    def _write_eeprom_settings(self, k: int, sid: int) -> None:
+        """Write differing EEPROM values with torque off (the servo refuses otherwise) and verify them."""
+        targets = self._eeprom_targets(k)
+        current = {name: self._read_register(sid, name) for name in targets}
+        differing = {name: value for name, value in targets.items() if current[name] != value}
+        if not differing:
+            return
+        self._write_register(sid, "torque_enable", 0)
+        for name, value in differing.items():
+            self._write_register(sid, name, value)
+        for name, value in differing.items():
+            back = self._read_register(sid, name)
+            if back != value:
+                raise StartupError(f"servo ID {sid}: EEPROM '{name}' reads back {back} after writing {value}")
+
+    def _write_ram_settings(self, k: int, sid: int) -> None:
+        gains = {"position_p_gain": self.config.position_p_gain[k], "position_i_gain": self.config.position_i_gain[k],
+                 "position_d_gain": self.config.position_d_gain[k]}
+        for name, value in gains.items():
+            self._write_register(sid, name, value)
+            back = self._read_register(sid, name)
+            if back != value:
+                raise StartupError(f"servo ID {sid}: '{name}' reads back {back} after writing {value}")
+
+    def _read_register(self, sid: int, name: str) -> int:
+        reg = REG[name]
+        return xm430.decode_value(reg, self.bus.read(sid, reg.address, reg.size).data)
+
+    def _write_register(self, sid: int, name: str, value: int) -> None:
+        reg = REG[name]
+        self.bus.write(sid, reg.address, xm430.encode_value(reg, value))
+
+    def _set_torque_all(self, enable: bool) -> None:
+        for sid in self.ids:
+            self._write_register(sid, "torque_enable", int(enable))
+        self.torque_enabled = enable
+
+    def _enable_torque_at_present_pose(self) -> None:
+        """Goal := present position, then torque on: the arm does not jump."""
+        for k, sid in enumerate(self.ids):
+            present = xm430.decode_value(_PRESENT, self.bus.read(sid, _PRESENT.address, _PRESENT.size).data)
+            self._write_register(sid, "goal_position", present)
+            self._goal_joint[k] = self._servo_to_joint_index(k, float(xm430.pulses_to_rad(present)))
+        with self._command_lock:
+            self._command = None          # an old command must not move the arm after re-enabling
+        self._set_torque_all(True)
+
+    # ---- conversions ------------------------------------------------------------------------
+    def _servo_to_joint_index(self, k: int, servo_angle: float) -> float:
+        joint = self.spec.joints[k]
+        return joint.drive_direction * servo_angle + joint.homing_offset
+
+    def _slide(self, angle: float) -> float:
+        return float(self.spec.gripper.angle_to_slide(angle)) if self._gripper is not None else math.nan
+
+    # ---- commands --------------------------------------------------------------------------
+    def set_command(self, positions: Sequence[float], names: Sequence[str] | None = None) -> None:
+        """Latest joint-side goal (rad; gripper: servo angle). Raises ValueError on bad input."""
+        values = np.asarray(positions, dtype=float)
+        if names:
+            if sorted(names) != sorted(self.config.joint_names) or len(names) != len(values):
+                raise ValueError(f"command joint names {list(names)} do not match {list(self.config.joint_names)}")
+            order = {name: k for k, name in enumerate(names)}
+            values = values[[order[name] for name in self.config.joint_names]]
+        if values.shape != (self.config.n_servos,):
+            raise ValueError(f"command needs {self.config.n_servos} positions, got {values.shape[0]}")
+        if not np.all(np.isfinite(values)):
+            raise ValueError("command contains non-finite positions")
+        if np.any(self.clamp(values) != values):
+            self.clamped_commands += 1
+        with self._command_lock:
+            self._command = values
+
+    def clamp(self, joint_positions: np.ndarray) -> np.ndarray:
+        """Clamp joint-side goals to the joint limits (gripper limits mapped to servo angle)."""
+        return np.clip(joint_positions, self._lower, self._upper)
+
+    def _write_command(self) -> None:
+        with self._command_lock:
+            command = self._command
+        if command is None or not self.torque_enabled or self.health.tripped:
+            return
+        goal = self.clamp(command)
+        pulses = xm430.rad_to_pulses(self.spec.joint_to_servo(goal))
+        self.bus.sync_write(_GOAL.address, _GOAL.size,
+                            {sid: xm430.encode_value(_GOAL, int(p)) for sid, p in zip(self.ids, pulses, strict=True)})
+        self._goal_joint = self.spec.servo_to_joint(xm430.pulses_to_rad(pulses))
+
+    # ---- the cycle ---------------------------------------------------------------------------
+    def cycle(self, deadline: float | None = None) -> ArmSample:
+        """One bus cycle: pending requests, command write, state read, decode, health. Never raises on bus faults."""
+        self._bus_thread = threading.get_ident()
+        started = time.monotonic()
+        if deadline is None:
+            deadline = started + 0.9 * self.config.period
+        self.alerts = []
+        replies: dict[int, ServoReply] = {}
+        completed = started
+        if self.port_lost and not self._try_reopen(started):
+            completed = time.monotonic()
+        else:
+            try:
+                self._serve_requests()
+                if self.config.is_follower:
+                    self._write_command()
+                result = self.bus.sync_read(self.ids, STATE_START, STATE_LENGTH, deadline=deadline)
+                replies, completed = result.replies, result.completed
+                self._refresh_hardware_errors(replies, completed)
+            except PortLostError as exc:
+                self._on_port_lost(exc)
+                completed = time.monotonic()
+            except BusError as exc:
+                self.log(WARN, f"{self.config.role} arm: {exc}")
+                completed = time.monotonic()
+        self.last_bus_duration = completed - started
+        stale = self._decode(replies, completed)
+        self.alerts.extend(self.health.check_timeouts(completed))
+        self._handle_events()
+        return self._sample(completed, stale)
+
+    def _decode(self, replies: dict[int, ServoReply], now: float) -> list[bool]:
+        stale = []
+        for k, sid in enumerate(self.ids):
+            reply = replies.get(sid)
+            if reply is None:
+                stale.append(True)
+                continue
+            raw = reply.data
+            block = xm430.decode_state_block(raw)
+            self._raw_position[k] = xm430.decode_value(_PRESENT, raw[_PRESENT.address - STATE_START:])
+            self._position_servo[k] = block.position
+            self._velocity[k] = block.velocity
+            self._current[k] = block.current
+            self._pwm[k] = block.pwm
+            self._voltage[k] = block.input_voltage
+            self._temperature[k] = block.temperature
+            if not reply.alert:
+                self._hw_error[k] = 0
+            self.alerts.extend(self.health.update_reply(k, now, block.temperature, self._hw_error[k]))
+            stale.append(False)
+        return stale
+
+    def _refresh_hardware_errors(self, replies: dict[int, ServoReply], now: float) -> None:
+        """The Alert bit says 'look at Hardware Error Status' (FACTS §2); read it, at most once a second."""
+        for k, sid in enumerate(self.ids):
+            reply = replies.get(sid)
+            if reply is None or not reply.alert or now - self._hw_error_read_at[k] < _HW_ERROR_REFRESH_S:
+                continue
+            try:
+                reply = self.bus.read(sid, _HW_ERROR.address, 1, retries=0,
+                                      timeout=self.bus.reply_timeout(_STATUS_BYTES + 1))
+                self._hw_error[k] = reply.data[0]
+                self._hw_error_read_at[k] = now
+            except PortLostError:
+                raise
+            except BusError:
+                pass   # try again next cycle
+
+    def _handle_events(self) -> None:
+        for event in self.alerts:
+            self.log(event.level, f"{self.config.role} arm: {event.message}")
+        if any(e.trip for e in self.alerts) and self.config.is_follower and not self.port_lost:
+            self._trip_torque_off()
+
+    def _trip_torque_off(self) -> None:
+        """Follower trip: torque off on every servo (with retries) and hold until ~/reboot or ~/torque."""
+        reasons = "; ".join(f"{s.label}: {s.trip_reason}" for s in self.health.tripped)
+        failed = []
+        for sid in self.ids:
+            try:
+                self._write_register(sid, "torque_enable", 0)
+            except BusError:
+                failed.append(sid)
+        self.torque_enabled = False
+        with self._command_lock:
+            self._command = None
+        extra = f" (torque-off not confirmed by servo(s) {failed})" if failed else ""
+        self.log(ERROR, f"follower tripped, torque off and holding{extra}: {reasons}")
+
+    def _sample(self, stamp: float, stale: list[bool]) -> ArmSample:
+        position = self.spec.servo_to_joint(self._position_servo)
+        c = self.bus.counters
+        g = self._gripper
+        return ArmSample(
+            stamp=stamp, role=self.config.role, names=self.config.joint_names, position=position,
+            gripper_slide=self._slide(position[g]) if g is not None else math.nan,
+            goal_gripper_slide=self._slide(self._goal_joint[g]) if g is not None else math.nan,
+            velocity=self._direction * self._velocity, goal_position=self._goal_joint.copy(),
+            current=self._direction * self._current, pwm=self._direction * self._pwm,
+            input_voltage=self._voltage.copy(), temperature=self._temperature.copy(),
+            hardware_error=list(self._hw_error), stale=stale, timeout_errors=c.timeouts, crc_errors=c.crc_errors,
+            partial_errors=c.partial_replies, dropped_cycles=self.dropped_cycles,
+            bus_cycle_duration=self.last_bus_duration,
+            raw_present_position=[None if s else p for s, p in zip(stale, self._raw_position, strict=True)])
+
+    # ---- port loss ---------------------------------------------------------------------------
+    def _on_port_lost(self, exc: BaseException) -> None:
+        if not self.port_lost:
+            self.log(ERROR, f"{self.config.role} arm: lost the port: {exc}; trying to reopen every "
+                            f"{self.config.reopen_interval:.1f} s")
+        self.port_lost = True
+        self.bus.close()
+        self._next_reopen = time.monotonic() + self.config.reopen_interval
+
+    def _try_reopen(self, now: float) -> bool:
+        if now < self._next_reopen:
+            return False
+        self._next_reopen = now + self.config.reopen_interval
+        self.reopen_attempts += 1
+        try:
+            self.bus.open()
+            was_enabled = self.torque_enabled
+            self._bring_up_after_reopen(was_enabled)
+        except BusError as exc:
+            self.bus.close()
+            self.log(WARN, f"{self.config.role} arm: reopen attempt {self.reopen_attempts} failed: {exc}")
+            return False
+        self.port_lost = False
+        self.log(OK, f"{self.config.role} arm: port '{self.config.port}' reopened")
+        return True
+
+    def _bring_up_after_reopen(self, torque_was_enabled: bool) -> None:
+        missing = [sid for sid in self.ids if self.bus.ping(sid) is None]
+        if missing:
+            raise BusError(f"servo ID(s) {', '.join(map(str, missing))} do not answer after reopening")
+        for k, sid in enumerate(self.ids):
+            self._write_ram_settings(k, sid)
+        if self.config.is_follower and torque_was_enabled and not self.health.tripped:
+            self._enable_torque_at_present_pose()
+
+    # ---- requests from other threads (services) -----------------------------------------------
+    def run_on_bus(self, func: Callable[[], object], timeout: float = 5.0) -> object:
+        """Run ``func`` on the bus thread (between cycles) and return its result or raise its error."""
+        if self._bus_thread is None or self._bus_thread == threading.get_ident():
+            return func()
+        future: Future = Future()
+        with self._requests_lock:
+            self._requests.append((func, future))
+        return future.result(timeout)
+
+    def _serve_requests(self) -> None:
+        with self._requests_lock:
+            requests, self._requests = self._requests, []
+        for func, future in requests:
+            try:
+                future.set_result(func())
+            except PortLostError as exc:
+                future.set_exception(exc)
+                raise
+            except Exception as exc:
+                future.set_exception(exc)
+
+    def set_torque(self, enable: bool) -> str:
+        """Torque on (goal := present first) or off for every servo; refuses to enable while tripped."""
+        if self.port_lost:
+            raise BusError(f"port '{self.config.port}' is lost")
+        if enable:
+            if self.health.tripped:
+                raise BusError("tripped, reboot first: " + "; ".join(f"{s.label}: {s.trip_reason}"
+                                                                     for s in self.health.tripped))
+            self._enable_torque_at_present_pose()
+            return "torque on at the present pose"
+        self._set_torque_all(False)
+        return "torque off"
+
+    def reboot_tripped(self) -> str:
+        """Reboot every tripped servo, restore its settings and (follower) torque at the present pose."""
+        if self.port_lost:
+            raise BusError(f"port '{self.config.port}' is lost")
+        tripped = [(k, s) for k, s in enumerate(self.health.servos) if s.trip_reason is not None or s.hardware_error]
+        if not tripped:
+            return "nothing to reboot: no servo is tripped"
+        for k, servo in tripped:
+            temperature = self._temperature[k]
+            if temperature >= self.config.temperature_trip:
+                raise BusError(f"{servo.label} is still at {temperature:.0f} degC (trip "
+                               f"{self.config.temperature_trip:.0f} degC); let it cool first")
+        for k, servo in tripped:
+            sid = servo.servo_id
+            self.bus.reboot(sid)
+            give_up = time.monotonic() + _REBOOT_WAIT_S
+            while self.bus.ping(sid) is None:
+                if time.monotonic() > give_up:
+                    raise BusError(f"{servo.label} did not answer after the reboot")
+            self._write_eeprom_settings(k, sid)
+            self._write_ram_settings(k, sid)
+            self._hw_error[k] = self.bus.read(sid, _HW_ERROR.address, 1).data[0]
+            if self._hw_error[k]:
+                raise BusError(f"{servo.label} still reports a hardware error after the reboot: "
+                               + ", ".join(xm430.decode_hardware_error(self._hw_error[k])))
+            self.health.clear_trip(k)
+        labels = ", ".join(s.label for _, s in tripped)
+        if self.config.is_follower:
+            self._enable_torque_at_present_pose()
+            return f"rebooted {labels}; torque on at the present pose"
+        self._set_torque_all(False)
+        return f"rebooted {labels}"
+
+    # ---- shutdown ------------------------------------------------------------------------------
+    def shutdown(self, attempts: int = 3) -> None:
+        """Follower: torque off (retried); then close the port. Safe to call twice."""
+        if self.config.is_follower and self.bus.is_open:
+            for sid in self.ids:
+                for _ in range(attempts):
+                    try:
+                        self._write_register(sid, "torque_enable", 0)
+                        break
+                    except BusError:
+                        continue
+                else:
+                    self.log(ERROR, f"follower servo {sid}: torque off not confirmed at shutdown")
+            self.torque_enabled = False
+        self.bus.close()
+
+    # ---- diagnostics ----------------------------------------------------------------------------
+    def servo_status(self) -> list[tuple[int, str, int, str]]:
+        """(servo ID, joint, level, message) per servo."""
+        out = []
+        for k, servo in enumerate(self.health.servos):
+            level, message = self.health.status(k)
+            out.append((servo.servo_id, servo.joint, level, message))
+        return out

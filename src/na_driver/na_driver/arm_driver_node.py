@@ -1,0 +1,255 @@
+"""ROS 2 node of one DYNAMIXEL arm (leader or follower): wires parameters, topics and services to the core.
+
+The bus loop runs on its own thread (:class:`na_driver.loop_timing.DeadlineLoop`) and publishes
+each cycle's sample; the executor only serves commands, services and the diagnostics timer.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.task import Future
+from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool, Trigger
+
+from na_description import xm430
+from na_driver.arm_config import ArmConfig, ConfigError, build_config, default_parameters
+from na_driver.arm_core import ArmDriverCore, ArmSample, StartupError
+from na_driver.dxl_bus import BusError
+from na_driver.loop_timing import DeadlineLoop
+from na_driver.ros_params import declare_and_read, usage, wants_help
+from na_msgs.msg import ArmState, JointCommand
+
+PARAMETER_DESCRIPTIONS = {
+    "port": "serial device of the bus (e.g. /dev/ttyUSB0) or the emulator's pty path",
+    "role": "leader (torque off, moved by hand) or follower (tracks ~command)",
+    "baud_rate": "bus baud rate in bit/s (must match the servos' Baud Rate register)",
+    "servo_ids": "DYNAMIXEL IDs in joint order",
+    "joint_names": "joint names in servo order",
+    "operating_mode": "position, extended_position, current_based_position, ... (xm430.OPERATING_MODES)",
+    "loop_rate": "bus loop rate in Hz (one Sync Read per cycle)",
+    "position_p_gain": "Position P Gain per servo (register units)",
+    "position_i_gain": "Position I Gain per servo (register units)",
+    "position_d_gain": "Position D Gain per servo (register units)",
+    "current_limit": "Current Limit per servo in A (EEPROM)",
+    "return_delay_us": "Return Delay Time in microseconds (EEPROM, even, 0 recommended)",
+    "homing_offsets": "rad added to the servo angle to get the joint angle (software)",
+    "drive_directions": "+1/-1 per servo, sign from servo to joint angle (software)",
+    "gripper_angle_points": "two gripper servo angles (rad) of the linear angle-to-slide map",
+    "gripper_slide_points": "the finger slides (m) at those angles",
+    "temperature_warning": "degC: warn above this",
+    "temperature_trip": "degC: a follower turns torque off at this temperature",
+    "error_timeout": "s without a valid reply before a servo is reported as failed",
+    "bus_retries": "Sync Read retries per cycle for servos whose reply was missing or corrupt",
+    "reply_timeout": "s to wait for replies per transaction; 0 derives it from the baud rate",
+    "reopen_interval": "s between attempts to reopen a lost port",
+    "frame_id": "header frame_id of arm_state / joint_states",
+}
+_LEVEL_BYTES = {0: DiagnosticStatus.OK, 1: DiagnosticStatus.WARN, 2: DiagnosticStatus.ERROR, 3: DiagnosticStatus.STALE}
+
+
+class ArmDriverNode(Node):
+    def __init__(self, **node_kwargs) -> None:
+        super().__init__("arm_driver", **node_kwargs)
+        params = declare_and_read(self, default_parameters(), PARAMETER_DESCRIPTIONS)
+        self.config: ArmConfig = build_config(params)
+        self.failed: Future = Future()
+        self.core = ArmDriverCore(self.config, log=self._log)
+        self.core.start()
+        try:
+            self._state_pub = self.create_publisher(ArmState, "arm_state", 10)
+            self._joint_pub = self.create_publisher(JointState, "joint_states", 10)
+            self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+            if self.config.is_follower:
+                self.create_subscription(JointCommand, "command", self._on_command, 10)
+            self.create_service(Trigger, "~/reboot", self._on_reboot)
+            self.create_service(SetBool, "~/torque", self._on_torque)
+            self.create_timer(1.0, self._publish_diagnostics)
+            self.published = 0
+            self._loop = DeadlineLoop(self.config.period, self._step, name=f"arm-bus {self.config.role}",
+                                      on_error=self._on_loop_error)
+            self._loop.start()
+        except BaseException:
+            self.core.shutdown()          # e.g. SIGTERM while starting: the follower must not stay torqued
+            raise
+
+    # ---- loop thread ----------------------------------------------------------------------
+    def _step(self) -> None:
+        sample = self.core.cycle()
+        self.core.dropped_cycles = self._loop.dropped_cycles
+        stamp = self._ros_stamp(sample.stamp)
+        self._state_pub.publish(self._arm_state(sample, stamp))
+        self._joint_pub.publish(self._joint_state(sample, stamp))
+        self.published += 1
+
+    def _on_loop_error(self, exc: BaseException) -> None:
+        self.get_logger().fatal(f"bus loop failed: {exc!r}; shutting the arm down")
+        self.core.shutdown()
+        if not self.failed.done():
+            self.failed.set_result(exc)
+
+    def _ros_stamp(self, monotonic_stamp: float):
+        """Map a monotonic read-completion time onto the node's clock."""
+        age_ns = int((time.monotonic() - monotonic_stamp) * 1e9)
+        return (self.get_clock().now() - rclpy.duration.Duration(nanoseconds=age_ns)).to_msg()
+
+    def _arm_state(self, s: ArmSample, stamp) -> ArmState:
+        msg = ArmState()
+        msg.header.stamp = stamp
+        msg.header.frame_id = self.config.frame_id
+        msg.role = s.role
+        msg.name = list(s.names)
+        msg.position = s.position.tolist()
+        msg.gripper_slide = float(s.gripper_slide)
+        msg.goal_gripper_slide = float(s.goal_gripper_slide)
+        msg.velocity = s.velocity.tolist()
+        msg.goal_position = s.goal_position.tolist()
+        msg.current = s.current.tolist()
+        msg.pwm = s.pwm.tolist()
+        msg.input_voltage = s.input_voltage.tolist()
+        msg.temperature = s.temperature.tolist()
+        msg.hardware_error = [int(e) & 0xFF for e in s.hardware_error]
+        msg.stale = list(s.stale)
+        msg.timeout_errors = s.timeout_errors
+        msg.crc_errors = s.crc_errors
+        msg.partial_errors = s.partial_errors
+        msg.dropped_cycles = s.dropped_cycles
+        msg.bus_cycle_duration = s.bus_cycle_duration
+        return msg
+
+    def _joint_state(self, s: ArmSample, stamp) -> JointState:
+        """sensor_msgs/JointState for RViz: the gripper as its finger slide (m, m/s)."""
+        msg = JointState()
+        msg.header.stamp = stamp
+        msg.header.frame_id = self.config.frame_id
+        msg.name = list(s.names)
+        position, velocity = s.position.copy(), s.velocity.copy()
+        g = self.config.gripper_index
+        if g is not None:
+            position[g] = s.gripper_slide
+            velocity[g] = velocity[g] * self.core.spec.gripper.slope
+        msg.position = position.tolist()
+        msg.velocity = velocity.tolist()
+        return msg
+
+    # ---- executor callbacks ------------------------------------------------------------------
+    def _on_command(self, msg: JointCommand) -> None:
+        try:
+            self.core.set_command(list(msg.position), list(msg.name))
+        except ValueError as exc:
+            self.get_logger().warning(f"ignored command: {exc}", throttle_duration_sec=1.0)
+
+    def _on_reboot(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        try:
+            response.message = str(self.core.run_on_bus(self.core.reboot_tripped))
+            response.success = True
+        except (BusError, TimeoutError) as exc:
+            response.success, response.message = False, f"reboot failed: {exc}"
+        self._log(0 if response.success else 2, response.message)
+        return response
+
+    def _on_torque(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        try:
+            response.message = str(self.core.run_on_bus(lambda: self.core.set_torque(bool(request.data))))
+            response.success = True
+        except (BusError, TimeoutError) as exc:
+            response.success, response.message = False, f"torque request refused: {exc}"
+        self._log(0 if response.success else 2, response.message)
+        return response
+
+    def _publish_diagnostics(self) -> None:
+        loop, core, counters = self._loop, self.core, self.core.bus.counters
+        name = self.get_fully_qualified_name()
+        bus = DiagnosticStatus(name=f"{name}: bus", hardware_id=self.config.port)
+        values = {
+            "loop_rate_hz": self.config.loop_rate,
+            "loop_period_p50_ms": loop.periods.percentile(50) * 1e3,
+            "loop_period_p99_ms": loop.periods.percentile(99) * 1e3,
+            "bus_time_p50_ms": loop.step_times.percentile(50) * 1e3,
+            "bus_time_p99_ms": loop.step_times.percentile(99) * 1e3,
+            "cycles": loop.cycles,
+            "dropped_cycles": loop.dropped_cycles,
+            "torque_enabled": core.torque_enabled,
+            "clamped_commands": core.clamped_commands,
+            "reopen_attempts": core.reopen_attempts,
+            **counters.as_dict(),
+        }
+        bus.values = [KeyValue(key=k, value=f"{v:.3f}" if isinstance(v, float) else str(v)) for k, v in values.items()]
+        if core.port_lost:
+            bus.level, bus.message = DiagnosticStatus.ERROR, f"port '{self.config.port}' lost, reopening"
+        elif not loop.running:
+            bus.level, bus.message = DiagnosticStatus.ERROR, "bus loop stopped"
+        else:
+            bus.level, bus.message = DiagnosticStatus.OK, "running"
+        statuses = [bus]
+        for k, (sid, joint, level, message) in enumerate(core.servo_status()):
+            status = DiagnosticStatus(name=f"{name}: servo {sid} ({joint})", hardware_id=f"{self.config.port}#{sid}",
+                                      level=_LEVEL_BYTES[level], message=message)
+            hw = core.health.servos[k].hardware_error
+            temperature = core.health.servos[k].temperature
+            status.values = [KeyValue(key="hardware_error_status", value=f"0x{hw:02X}"),
+                             KeyValue(key="hardware_errors", value=", ".join(xm430.decode_hardware_error(hw))),
+                             KeyValue(key="temperature_c", value=f"{temperature:.0f}")]
+            statuses.append(status)
+        array = DiagnosticArray(status=statuses)
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diag_pub.publish(array)
+
+    def _log(self, level: int, message: str) -> None:
+        # rclpy ties a severity to each call site, hence one call per severity
+        logger = self.get_logger()
+        if level == 0:
+            logger.info(message)
+        elif level == 1:
+            logger.warning(message)
+        else:
+            logger.error(message)
+
+    # ---- shutdown ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the loop, torque off (follower, with retries), close the port, destroy the node."""
+        self._loop.stop()
+        self.core.shutdown()
+        self.destroy_node()
+
+
+HELP_SUMMARY = ("DYNAMIXEL XM430 arm driver (leader or follower): publishes arm_state (na_msgs/ArmState) and\n"
+                "joint_states, follows command (na_msgs/JointCommand; follower), services ~/torque (SetBool)\n"
+                "and ~/reboot (Trigger), /diagnostics. Parameter files: config/leader_arm.yaml,\n"
+                "config/follower_arm.yaml.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(argv if argv is not None else sys.argv)
+    if wants_help(argv):
+        print(usage("arm_driver", HELP_SUMMARY, default_parameters(), PARAMETER_DESCRIPTIONS))
+        return 0
+    rclpy.init(args=argv)
+    node = None
+    try:
+        node = ArmDriverNode()
+        rclpy.spin_until_future_complete(node, node.failed)
+        return 1 if node.failed.done() else 0
+    except (ConfigError, StartupError) as exc:
+        rclpy.logging.get_logger("arm_driver").fatal(str(exc))
+        return 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        return 0
+    except Exception as exc:
+        if not rclpy.ok():
+            return 0              # a signal shut the context down while the node was starting
+        rclpy.logging.get_logger("arm_driver").fatal(f"arm driver failed: {exc!r}")
+        return 1
+    finally:
+        if node is not None:
+            node.close()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

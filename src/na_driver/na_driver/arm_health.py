@@ -1,0 +1,118 @@
+"""Per-servo health: temperature warning/trip, hardware errors, servos that stopped answering (ROS-free).
+
+Thresholds: warning 55 degC and trip 60 degC are the NeuralActuator authors' rig settings
+(FACTS §4); the servo's own overheating shutdown is at its Temperature Limit (80 degC, FACTS §2).
+Hardware Error Status bits are decoded with ``na_description.xm430``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from na_description import xm430
+
+OK, WARN, ERROR, STALE = 0, 1, 2, 3      # diagnostic levels (same numbers as diagnostic_msgs)
+
+
+@dataclass(frozen=True)
+class HealthEvent:
+    """A change worth a log line: ``trip`` events make a follower turn torque off."""
+
+    level: int
+    servo_id: int
+    joint: str
+    message: str
+    trip: bool = False
+
+
+@dataclass
+class ServoHealth:
+    servo_id: int
+    joint: str
+    last_reply: float = math.nan          # monotonic time of the last valid reply
+    temperature: float = math.nan         # degC
+    hardware_error: int = 0
+    temperature_warned: bool = False
+    trip_reason: str | None = None        # set while tripped, cleared by a reboot / re-enable
+    not_responding: bool = False
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"servo {self.servo_id} ({self.joint})"
+
+
+class HealthMonitor:
+    """Turns decoded telemetry into warnings, trips and per-servo status lines."""
+
+    def __init__(self, servo_ids: tuple[int, ...], joint_names: tuple[str, ...], temperature_warning: float,
+                 temperature_trip: float, error_timeout: float, start_time: float) -> None:
+        self.temperature_warning = temperature_warning
+        self.temperature_trip = temperature_trip
+        self.error_timeout = error_timeout
+        self.servos = [ServoHealth(sid, name, last_reply=start_time) for sid, name in zip(servo_ids, joint_names,
+                                                                                          strict=True)]
+
+    def update_reply(self, index: int, now: float, temperature: float, hardware_error: int) -> list[HealthEvent]:
+        """A valid reply of servo ``index`` arrived at ``now``."""
+        servo = self.servos[index]
+        events: list[HealthEvent] = []
+        servo.last_reply = now
+        if servo.not_responding:
+            servo.not_responding = False
+            events.append(HealthEvent(OK, servo.servo_id, servo.joint, f"{servo.label} answers again"))
+        servo.temperature = temperature
+        if hardware_error and hardware_error != servo.hardware_error:
+            names = ", ".join(xm430.decode_hardware_error(hardware_error)) or f"bits 0x{hardware_error:02X}"
+            reason = f"hardware error: {names} (servo shut down its torque)"
+            servo.trip_reason = servo.trip_reason or reason
+            events.append(HealthEvent(ERROR, servo.servo_id, servo.joint, f"{servo.label}: {reason}", trip=True))
+        servo.hardware_error = hardware_error
+        if temperature >= self.temperature_trip and servo.trip_reason is None:
+            reason = f"temperature {temperature:.0f} degC reached the trip limit {self.temperature_trip:.0f} degC"
+            servo.trip_reason = reason
+            events.append(HealthEvent(ERROR, servo.servo_id, servo.joint, f"{servo.label}: {reason}", trip=True))
+        elif temperature >= self.temperature_warning and not servo.temperature_warned:
+            servo.temperature_warned = True
+            events.append(HealthEvent(WARN, servo.servo_id, servo.joint,
+                                      f"{servo.label}: temperature {temperature:.0f} degC above the warning "
+                                      f"level {self.temperature_warning:.0f} degC"))
+        elif temperature < self.temperature_warning - 2.0:
+            servo.temperature_warned = False      # 2 degC hysteresis against a flickering warning
+        return events
+
+    def check_timeouts(self, now: float) -> list[HealthEvent]:
+        """Servos without a valid reply for longer than the error timeout."""
+        events = []
+        for servo in self.servos:
+            silent = now - servo.last_reply
+            if silent > self.error_timeout and not servo.not_responding:
+                servo.not_responding = True
+                events.append(HealthEvent(ERROR, servo.servo_id, servo.joint,
+                                          f"{servo.label}: no valid reply for {silent:.2f} s "
+                                          f"(error timeout {self.error_timeout:.2f} s)"))
+        return events
+
+    def clear_trip(self, index: int) -> None:
+        servo = self.servos[index]
+        servo.trip_reason = None
+        servo.hardware_error = 0
+        servo.temperature_warned = False
+
+    @property
+    def tripped(self) -> list[ServoHealth]:
+        return [s for s in self.servos if s.trip_reason is not None]
+
+    def status(self, index: int) -> tuple[int, str]:
+        """Diagnostic level and a one-line message of one servo."""
+        servo = self.servos[index]
+        if servo.not_responding:
+            return ERROR, "not responding"
+        if servo.trip_reason is not None:
+            return ERROR, f"tripped: {servo.trip_reason}"
+        if servo.hardware_error:
+            return ERROR, "hardware error: " + ", ".join(xm430.decode_hardware_error(servo.hardware_error))
+        if servo.temperature >= self.temperature_warning:
+            return WARN, f"temperature {servo.temperature:.0f} degC"
+        return OK, "ok"

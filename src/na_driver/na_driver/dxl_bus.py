@@ -1,0 +1,368 @@
+"""DYNAMIXEL Protocol 2.0 bus access through dynamixel-sdk, with fault accounting.
+
+ROS-free. One :class:`DxlBus` owns one serial port (a USB adapter such as U2D2, or the
+emulator's pseudo-terminal). Every transaction is bounded in time and retried a bounded number
+of times; a reply that is missing, corrupt (bad CRC, broken framing, wrong length) or carries a
+status error never yields a value. Counters record what went wrong so that the driver can
+report it.
+
+The SDK's own receive timeout for a Sync Read is (11 + length) x n_servos milliseconds
+(170 ms for five servos), far above a 10 ms control period, so this module sets its own
+timeout after each request and dispatches the replies by servo ID itself (the SDK's
+``GroupSyncRead`` stops at the first missing reply and would lose the later ones).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import termios
+import time
+from dataclasses import dataclass, field
+
+import dynamixel_sdk as sdk
+import serial
+
+# Status packet layout (Protocol 2.0): FF FF FD 00 ID LEN_L LEN_H 0x55 ERR params... CRC_L CRC_H
+_STATUS_ID_INDEX = 4
+_STATUS_ERR_INDEX = 8
+_STATUS_PARAM_INDEX = 9
+_STATUS_OVERHEAD = 11          # bytes of a status packet without parameters
+_INSTRUCTION_OVERHEAD = 10     # bytes of an instruction packet without parameters
+STATUS_ERROR_MASK = 0x7F       # low 7 bits of ERR: the instruction's error number (bit 7 = Alert)
+ALERT_BIT = 0x80
+READ_POLL_S = 0.0005           # longest a single port read blocks waiting for bytes
+SETUP_TIMEOUT_S = 0.025        # like the SDK's own default (2 x 16 ms latency timer + 2 ms) rounded down
+
+
+class BusError(RuntimeError):
+    """A bus transaction failed after its retries; the message names the servo and the cause."""
+
+
+class PortOpenError(BusError):
+    """The serial port could not be opened or configured."""
+
+
+class PortLostError(BusError):
+    """The serial port vanished or failed while in use (unplugged adapter, closed pty)."""
+
+
+@dataclass
+class BusCounters:
+    """Cumulative fault counters of one bus (never reset while the driver runs)."""
+
+    transactions: int = 0      # request/reply exchanges started
+    timeouts: int = 0          # transactions that ended by timeout with replies still missing
+    crc_errors: int = 0        # replies with a bad CRC or corrupt framing
+    partial_replies: int = 0   # sync reads where some, but not all, servos answered
+    status_errors: int = 0     # replies whose ERR byte reported an instruction error
+    retries: int = 0           # transactions repeated after a failure
+    port_errors: int = 0       # OS-level read/write failures of the port
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class ServoReply:
+    """The parameters of one good status packet and its ERR byte."""
+
+    data: bytes
+    error: int
+
+    @property
+    def alert(self) -> bool:
+        return bool(self.error & ALERT_BIT)
+
+
+@dataclass
+class SyncReadResult:
+    replies: dict[int, ServoReply] = field(default_factory=dict)
+    missing: list[int] = field(default_factory=list)
+    duration: float = 0.0          # s, bus time of all attempts
+    completed: float = 0.0         # time.monotonic() when the last attempt ended
+    attempts: int = 0
+
+
+def default_reply_timeout(baud_rate: int, reply_bytes: int, usb_latency_s: float = 0.001) -> float:
+    """Receive timeout (s) for ``reply_bytes`` of status packets at ``baud_rate``.
+
+    Wire time is 10 bits per byte (8N1). The margin covers the USB adapter's latency timer
+    (FACTS §2: set it to 1 ms; the FTDI default of 16 ms needs a larger timeout) and scheduling
+    jitter of a non-real-time host.
+    """
+    return reply_bytes * 10.0 / baud_rate + usb_latency_s + 0.0015
+
+
+class DxlBus:
+    """dynamixel-sdk port + Protocol 2.0 packet handler with bounded, counted transactions."""
+
+    def __init__(self, port: str, baud_rate: int, reply_timeout: float | None = None, retries: int = 1,
+                 setup_retries: int = 5) -> None:
+        self.port_name = port
+        self.baud_rate = int(baud_rate)
+        self.retries = int(retries)               # per-cycle Sync Read
+        self.setup_retries = int(setup_retries)   # single-servo reads, writes, pings, reboots (not time-critical)
+        self._reply_timeout = reply_timeout
+        self.counters = BusCounters()
+        self._port: sdk.PortHandler | None = None
+        self._packet = sdk.PacketHandler(2.0)
+
+    # ---- port ----------------------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self._port is not None and self._port.is_open
+
+    def open(self) -> None:
+        """Open and configure the port; raises :class:`PortOpenError` naming the port."""
+        if not os.path.exists(self.port_name):
+            raise PortOpenError(f"serial port '{self.port_name}' does not exist (is the adapter plugged in?)")
+        port = sdk.PortHandler(self.port_name)
+        try:
+            port.baudrate = self.baud_rate
+            if not port.openPort():
+                raise PortOpenError(f"serial port '{self.port_name}': baud rate {self.baud_rate} is not supported")
+            # The SDK opens the port non-blocking and its receive loop polls it: a spinning thread that
+            # starves other Python threads (GIL) and a CPU core. A short blocking read waits in select().
+            port.ser.timeout = READ_POLL_S
+        except (serial.SerialException, OSError) as exc:
+            raise PortOpenError(f"cannot open serial port '{self.port_name}': {exc}") from exc
+        self._port = port
+
+    def close(self) -> None:
+        if self._port is not None and self._port.is_open:
+            with contextlib.suppress(serial.SerialException, OSError):
+                self._port.closePort()
+        self._port = None
+
+    def reply_timeout(self, reply_bytes: int) -> float:
+        """Timeout of the per-cycle transactions."""
+        if self._reply_timeout is not None:
+            return self._reply_timeout
+        return default_reply_timeout(self.baud_rate, reply_bytes)
+
+    def setup_timeout(self, reply_bytes: int) -> float:
+        """Timeout of single-servo transactions outside the cycle (start-up, services): generous, they are rare."""
+        return max(self.reply_timeout(reply_bytes), SETUP_TIMEOUT_S)
+
+    def _require_port(self) -> sdk.PortHandler:
+        if self._port is None or not self._port.is_open:
+            raise PortLostError(f"serial port '{self.port_name}' is not open")
+        return self._port
+
+    def _os_call(self, func, *args):
+        """Run an SDK call; an OS-level failure of the port becomes :class:`PortLostError`."""
+        try:
+            return func(*args)
+        except (serial.SerialException, OSError, termios.error, TypeError, AttributeError) as exc:
+            # pyserial raises SerialException, OSError or termios.error; TypeError/AttributeError once closed
+            self.counters.port_errors += 1
+            port = self._port
+            self._port = None
+            if port is not None:
+                port.is_using = False
+                with contextlib.suppress(Exception):
+                    port.closePort()
+            raise PortLostError(f"serial port '{self.port_name}' failed: {exc}") from exc
+
+    # ---- receive -------------------------------------------------------------------------
+    def _receive(self, port: sdk.PortHandler, expected: dict[int, int], timeout: float) -> dict[int, ServoReply]:
+        """Collect status packets from the servos in ``expected`` (ID -> parameter bytes).
+
+        Dispatches by ID, so one lost reply does not cost the others. Counts corrupt packets
+        and status errors. Stops when all replies are in or the timeout has passed.
+        """
+        port.setPacketTimeoutMillis(timeout * 1000.0)
+        deadline = time.monotonic() + timeout
+        replies: dict[int, ServoReply] = {}
+        while len(replies) < len(expected):
+            packet, result = self._os_call(self._packet.rxPacket, port, False)
+            if result == sdk.COMM_RX_TIMEOUT:
+                break
+            if result != sdk.COMM_SUCCESS:
+                # COMM_RX_CORRUPT: bad CRC, or a packet cut short by the timeout.
+                self.counters.crc_errors += 1
+                if time.monotonic() >= deadline:
+                    break
+                continue
+            servo_id = packet[_STATUS_ID_INDEX]
+            if servo_id not in expected or servo_id in replies:
+                continue   # a late reply to an earlier request, or a duplicate
+            # LEN counts INST, ERR, parameters and CRC; the SDK leaves unstuffed packets untrimmed.
+            n_params = (packet[5] | (packet[6] << 8)) - 4
+            params = bytes(packet[_STATUS_PARAM_INDEX:_STATUS_PARAM_INDEX + n_params])
+            error = packet[_STATUS_ERR_INDEX]
+            if error & STATUS_ERROR_MASK:
+                self.counters.status_errors += 1
+                continue
+            if len(params) != expected[servo_id]:
+                self.counters.crc_errors += 1   # framing is intact but the length is wrong
+                continue
+            replies[servo_id] = ServoReply(params, error)
+        if len(replies) < len(expected):
+            self.counters.timeouts += 1
+        return replies
+
+    # ---- transactions --------------------------------------------------------------------
+    def sync_read(self, ids: list[int], address: int, length: int, deadline: float | None = None) -> SyncReadResult:
+        """One Sync Read of ``length`` bytes from ``address`` of every servo in ``ids``.
+
+        Missing servos are asked again (bounded by ``retries`` and by ``deadline``, a
+        ``time.monotonic()`` value; no retry starts that could still be waiting at the deadline).
+        """
+        port = self._require_port()
+        result = SyncReadResult()
+        start = time.monotonic()
+        pending = list(ids)
+        for attempt in range(self.retries + 1):
+            timeout = self.reply_timeout(len(pending) * (_STATUS_OVERHEAD + length))
+            if attempt > 0:
+                if deadline is not None and time.monotonic() + timeout > deadline:
+                    break    # a retry that could end after the deadline would cost the loop its rate
+                self.counters.retries += 1
+            self.counters.transactions += 1
+            result.attempts += 1
+            tx = self._os_call(self._packet.syncReadTx, port, address, length, list(pending), len(pending), False)
+            if tx != sdk.COMM_SUCCESS:
+                port.is_using = False
+                continue
+            got = self._receive(port, {sid: length for sid in pending}, timeout)
+            if got and len(got) < len(pending):
+                self.counters.partial_replies += 1
+            result.replies.update(got)
+            pending = [sid for sid in pending if sid not in got]
+            if not pending:
+                break
+        result.missing = pending
+        result.completed = time.monotonic()
+        result.duration = result.completed - start
+        return result
+
+    def sync_write(self, address: int, length: int, values: dict[int, bytes]) -> None:
+        """One Sync Write (no replies): ``values`` maps servo ID to ``length`` bytes."""
+        port = self._require_port()
+        params: list[int] = []
+        for servo_id, data in values.items():
+            if len(data) != length:
+                raise ValueError(f"servo {servo_id}: sync write needs {length} bytes, got {len(data)}")
+            params.append(servo_id)
+            params.extend(data)
+        self.counters.transactions += 1
+        tx = self._os_call(self._packet.syncWriteTxOnly, port, address, length, params, len(params))
+        port.is_using = False
+        if tx != sdk.COMM_SUCCESS:
+            raise BusError(f"sync write to address {address} failed: {self._packet.getTxRxResult(tx)}")
+
+    def read(self, servo_id: int, address: int, length: int, retries: int | None = None,
+             timeout: float | None = None) -> ServoReply:
+        """Read ``length`` bytes of one servo; raises :class:`BusError` after the retries.
+
+        Defaults are the generous start-up ones; the loop passes its own small ``retries``/``timeout``.
+        """
+        port = self._require_port()
+        retries = self.setup_retries if retries is None else retries
+        timeout = self.setup_timeout(_STATUS_OVERHEAD + length) if timeout is None else timeout
+        for attempt in range(retries + 1):
+            if attempt:
+                self.counters.retries += 1
+            self.counters.transactions += 1
+            tx = self._os_call(self._packet.readTx, port, servo_id, address, length)
+            if tx != sdk.COMM_SUCCESS:
+                port.is_using = False
+                continue
+            got = self._receive(port, {servo_id: length}, timeout)
+            if servo_id in got:
+                return got[servo_id]
+        raise BusError(f"servo {servo_id}: no valid reply to a read of {length} bytes at address {address} "
+                       f"after {retries + 1} attempts")
+
+    def write(self, servo_id: int, address: int, data: bytes) -> int:
+        """Write bytes to one servo and wait for its status; returns the ERR byte.
+
+        Raises :class:`BusError` when the servo reports an instruction error (e.g. access error
+        for an EEPROM write with torque on) or never answers.
+        """
+        port = self._require_port()
+        last_error = "no reply"
+        for attempt in range(self.setup_retries + 1):
+            if attempt:
+                self.counters.retries += 1
+            self.counters.transactions += 1
+            tx = self._os_call(self._packet.writeTxOnly, port, servo_id, address, len(data), list(data))
+            port.is_using = False
+            if tx != sdk.COMM_SUCCESS:
+                last_error = self._packet.getTxRxResult(tx)
+                continue
+            status = self._receive_status(port, servo_id)
+            if status is None:
+                continue
+            if status & STATUS_ERROR_MASK:
+                raise BusError(f"servo {servo_id}: write of {len(data)} bytes at address {address} refused: "
+                               f"{self._packet.getRxPacketError(status)}")
+            return status
+        raise BusError(f"servo {servo_id}: write at address {address} failed after {self.setup_retries + 1} attempts "
+                       f"({last_error})")
+
+    def _receive_status(self, port: sdk.PortHandler, servo_id: int) -> int | None:
+        """Wait for the parameter-less status of ``servo_id``; its ERR byte, or None if none came."""
+        port.setPacketTimeoutMillis(self.setup_timeout(_STATUS_OVERHEAD) * 1000.0)
+        while True:
+            packet, result = self._os_call(self._packet.rxPacket, port, False)
+            if result == sdk.COMM_RX_TIMEOUT:
+                self.counters.timeouts += 1
+                return None
+            if result != sdk.COMM_SUCCESS:
+                self.counters.crc_errors += 1
+                if port.isPacketTimeout():
+                    return None
+                continue
+            if packet[_STATUS_ID_INDEX] == servo_id:
+                if packet[_STATUS_ERR_INDEX] & STATUS_ERROR_MASK:
+                    self.counters.status_errors += 1
+                return packet[_STATUS_ERR_INDEX]
+
+    def ping(self, servo_id: int) -> int | None:
+        """Model number of ``servo_id``, or None when it does not answer (after the retries)."""
+        try:
+            reply = self._ping_once(servo_id)
+        except BusError:
+            return None
+        return reply
+
+    def _ping_once(self, servo_id: int) -> int:
+        port = self._require_port()
+        for attempt in range(self.setup_retries + 1):
+            if attempt:
+                self.counters.retries += 1
+            self.counters.transactions += 1
+            txpacket = [0] * _INSTRUCTION_OVERHEAD
+            txpacket[_STATUS_ID_INDEX] = servo_id
+            txpacket[5], txpacket[6], txpacket[7] = 3, 0, sdk.INST_PING
+            tx = self._os_call(self._packet.txPacket, port, txpacket)
+            if tx != sdk.COMM_SUCCESS:
+                port.is_using = False
+                continue
+            got = self._receive(port, {servo_id: 3}, self.setup_timeout(_STATUS_OVERHEAD + 3))
+            if servo_id in got:
+                data = got[servo_id].data
+                return data[0] | (data[1] << 8)
+        raise BusError(f"servo {servo_id} does not answer a ping")
+
+    def reboot(self, servo_id: int) -> None:
+        """Reboot one servo (clears a hardware-error trip); raises :class:`BusError` on failure."""
+        port = self._require_port()
+        for attempt in range(self.setup_retries + 1):
+            if attempt:
+                self.counters.retries += 1
+            self.counters.transactions += 1
+            txpacket = [0] * _INSTRUCTION_OVERHEAD
+            txpacket[_STATUS_ID_INDEX] = servo_id
+            txpacket[5], txpacket[6], txpacket[7] = 3, 0, sdk.INST_REBOOT
+            tx = self._os_call(self._packet.txPacket, port, txpacket)
+            port.is_using = False
+            if tx != sdk.COMM_SUCCESS:
+                continue
+            status = self._receive_status(port, servo_id)
+            if status is not None and not status & STATUS_ERROR_MASK:
+                return
+        raise BusError(f"servo {servo_id}: reboot was not acknowledged after {self.setup_retries + 1} attempts")

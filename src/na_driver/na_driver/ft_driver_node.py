@@ -1,0 +1,181 @@
+"""ROS 2 node of the force/torque sensor (ATI Net F/T over UDP, or the serial line sensor).
+
+A reader thread receives readings, checks them (:class:`na_driver.ft_core.FtProcessor`) and
+publishes ``wrench`` (geometry_msgs/WrenchStamped, sensor frame, tared); the executor serves
+``~/tare`` and the 1 Hz ``/diagnostics``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import WrenchStamped
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from std_srvs.srv import Trigger
+
+from na_driver.ft_core import (
+    FtConfigError,
+    FtProcessor,
+    WrenchSample,
+    build_ft_config,
+    default_ft_parameters,
+    make_source,
+)
+from na_driver.ft_sources import FtSourceError
+from na_driver.ros_params import declare_and_read, usage, wants_help
+
+PARAMETER_DESCRIPTIONS = {
+    "backend": "netft (ATI Net F/T RDT over UDP) or serial (ASCII lines '< fx fy fz mx my mz >' in mN)",
+    "address": "Net F/T IP address",
+    "port": "Net F/T RDT UDP port",
+    "device": "serial device of the line sensor",
+    "baud_rate": "serial baud rate (8N1)",
+    "counts_per_force": "counts per N (Net F/T calibration 'calcpf'; serial: 1000 for mN); 0 = backend default",
+    "counts_per_torque": "counts per N·m (Net F/T 'calcpt'; serial: 1000 for mN·m); 0 = backend default",
+    "publish_rate": "Hz; readings are averaged down to this rate; 0 publishes every reading",
+    "frame_id": "header frame_id (the sensor frame)",
+    "axis_permutation": "output axis i takes input axis axis_permutation[i] (Fx Fy Fz Tx Ty Tz order)",
+    "axis_signs": "sign per output axis (+1/-1), applied after the permutation",
+    "tare_duration": "s averaged by ~/tare (and tare_on_start)",
+    "tare_on_start": "tare once at start-up (the sensor must be unloaded)",
+    "stale_timeout": "s without a good reading before diagnostics report stale data",
+}
+_READ_TIMEOUT_S = 0.05
+
+
+class FtDriverNode(Node):
+    def __init__(self, **node_kwargs) -> None:
+        super().__init__("ft_driver", **node_kwargs)
+        params = declare_and_read(self, default_ft_parameters(), PARAMETER_DESCRIPTIONS)
+        self.config = build_ft_config(params)
+        self.source = make_source(self.config)
+        self.processor = FtProcessor(self.config, self.source.sequence_bits)
+        self.source.open()
+        self._pub = self.create_publisher(WrenchStamped, "wrench", 50)
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_service(Trigger, "~/tare", self._on_tare)
+        self.create_timer(1.0, self._publish_diagnostics)
+        self.read_error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read_loop, name="ft-reader", daemon=True)
+        self._thread.start()
+        if self.config.tare_on_start:
+            self._tare_now()
+
+    # ---- reader thread ----------------------------------------------------------------------
+    def _read_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                reading = self.source.read(_READ_TIMEOUT_S)
+            except FtSourceError as exc:
+                if self.read_error is None:
+                    self.get_logger().error(str(exc))
+                self.read_error = str(exc)
+                self._stop.wait(0.5)
+                continue
+            self.read_error = None
+            if reading is None:
+                continue
+            sample = self.processor.process(reading)
+            if sample is not None:
+                self._pub.publish(self._to_msg(sample))
+
+    def _to_msg(self, sample: WrenchSample) -> WrenchStamped:
+        msg = WrenchStamped()
+        age_ns = int((time.monotonic() - sample.stamp) * 1e9)
+        msg.header.stamp = (self.get_clock().now() - rclpy.duration.Duration(nanoseconds=age_ns)).to_msg()
+        msg.header.frame_id = self.config.frame_id
+        w = sample.wrench
+        msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = float(w[0]), float(w[1]), float(w[2])
+        msg.wrench.torque.x, msg.wrench.torque.y, msg.wrench.torque.z = float(w[3]), float(w[4]), float(w[5])
+        return msg
+
+    # ---- tare ------------------------------------------------------------------------------------
+    def _tare_now(self) -> str:
+        """Net F/T: sensor-side bias first; then average the tare window in software and subtract it."""
+        not_before = -float("inf")
+        if self.config.backend == "netft":
+            self.source.bias()
+            self.processor.clear_offset()
+            not_before = time.monotonic() + 0.02     # records already in flight are not yet biased
+        future = self.processor.request_tare(self.config.tare_duration, not_before)
+        offset = future.result(timeout=self.config.tare_duration + 2.0)
+        return "tared: offset " + " ".join(f"{v:.4f}" for v in offset)
+
+    def _on_tare(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        try:
+            response.message = self._tare_now()
+            response.success = True
+        except (FtSourceError, FutureTimeout) as exc:
+            response.success = False
+            response.message = f"tare failed: {exc or 'no good readings during the tare window'}"
+        if response.success:
+            self.get_logger().info(response.message)
+        else:
+            self.get_logger().error(response.message)
+        return response
+
+    # ---- diagnostics -----------------------------------------------------------------------------
+    def _publish_diagnostics(self) -> None:
+        p = self.processor
+        status = DiagnosticStatus(name=f"{self.get_fully_qualified_name()}: {self.source.name}",
+                                  hardware_id=self.source.name)
+        values = {**p.counters.as_dict(), "malformed": self.source.malformed,
+                  "last_error_status": f"0x{p.last_error_status:08X}",
+                  "age_of_last_good_s": f"{time.monotonic() - p.last_good:.3f}"}
+        status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
+        if self.read_error:
+            status.level, status.message = DiagnosticStatus.ERROR, self.read_error
+        elif p.is_stale():
+            status.level, status.message = DiagnosticStatus.STALE, "no good reading within the stale timeout"
+        elif p.counters.error_status or p.counters.lost or p.counters.reordered:
+            status.level, status.message = DiagnosticStatus.WARN, "lost, reordered or error-status records seen"
+        else:
+            status.level, status.message = DiagnosticStatus.OK, "streaming"
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diag_pub.publish(array)
+
+    def close(self) -> None:
+        """Stop reading, stop streaming (Net F/T), close the socket/device, destroy the node."""
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+        self.source.close()
+        self.destroy_node()
+
+
+HELP_SUMMARY = ("Force/torque sensor driver (ATI Net F/T RDT over UDP, or serial lines in mN): publishes wrench\n"
+                "(geometry_msgs/WrenchStamped), service ~/tare (Trigger), /diagnostics. Parameter files:\n"
+                "config/ft_netft.yaml, config/ft_serial.yaml.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(argv if argv is not None else sys.argv)
+    if wants_help(argv):
+        print(usage("ft_driver", HELP_SUMMARY, default_ft_parameters(), PARAMETER_DESCRIPTIONS))
+        return 0
+    rclpy.init(args=argv)
+    node = None
+    try:
+        node = FtDriverNode()
+        rclpy.spin(node)
+        return 0
+    except (FtConfigError, FtSourceError, FutureTimeout) as exc:
+        rclpy.logging.get_logger("ft_driver").fatal(str(exc) or "start-up tare got no good readings")
+        return 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        return 0
+    finally:
+        if node is not None:
+            node.close()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

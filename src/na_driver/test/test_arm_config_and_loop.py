@@ -1,0 +1,119 @@
+"""Arm driver parameters (validation, defaults from the robot spec) and the deadline loop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from na_driver.arm_config import ConfigError, build_config, default_parameters
+from na_driver.loop_timing import DeadlineLoop, RollingStats
+
+from na_description import load_spec
+
+SPEC = load_spec()
+
+
+def test_defaults_come_from_the_robot_spec() -> None:
+    config = build_config({"port": "/dev/ttyUSB0", "role": "follower"})
+    assert list(config.servo_ids) == SPEC.servo_ids and list(config.joint_names) == SPEC.joint_names
+    assert config.baud_rate == SPEC.baud_rate and config.loop_rate == 100.0
+    assert config.position_p_gain == (SPEC.position_gains["p"],) * 5
+    assert (config.temperature_warning, config.temperature_trip) == (55.0, 60.0)
+    assert config.operating_mode == 3 and config.gripper_index == 4
+    assert set(default_parameters()) >= {"port", "role", "servo_ids", "error_timeout", "homing_offsets"}
+
+
+@pytest.mark.parametrize(("params", "named"), [
+    ({"port": " "}, "port"),
+    ({"role": "master"}, "role"),
+    ({"baud_rate": 12345}, "baud_rate"),
+    ({"servo_ids": [11, 12, 13]}, "servo_ids"),
+    ({"servo_ids": [11, 11, 13, 14, 15]}, "servo_ids"),
+    ({"operating_mode": "torque"}, "operating_mode"),
+    ({"loop_rate": 0}, "loop_rate"),
+    ({"position_p_gain": [800, 800, 800, 800, 99999]}, "position_p_gain"),
+    ({"current_limit": 5.0}, "current_limit"),
+    ({"return_delay_us": 3}, "return_delay_us"),
+    ({"drive_directions": [1, 1, 0, 1, 1]}, "drive_directions"),
+    ({"temperature_warning": 65.0}, "temperature"),
+    ({"error_timeout": -1}, "error_timeout"),
+    ({"baud_rte": 57600}, "baud_rte"),
+])
+def test_bad_parameters_are_named(params: dict, named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        build_config({"port": "/dev/ttyUSB0", "role": "follower", **params})
+
+
+def test_operating_mode_by_name_or_number_and_scalars_broadcast() -> None:
+    config = build_config({"port": "p", "role": "leader", "operating_mode": "extended_position",
+                           "position_d_gain": 50, "current_limit": 1.0})
+    assert config.operating_mode == 4 and config.position_d_gain == (50,) * 5 and config.current_limit == (1.0,) * 5
+    assert build_config({"port": "p", "role": "leader", "operating_mode": 5}).operating_mode == 5
+
+
+def test_joint_spec_applies_homing_and_direction() -> None:
+    config = build_config({"port": "p", "role": "leader", "homing_offsets": [0.1, 0, 0, 0, 0],
+                           "drive_directions": [-1, 1, 1, 1, 1]})
+    spec = config.joint_spec()
+    assert spec.servo_to_joint([0.5, 0, 0, 0, 0])[0] == pytest.approx(-0.4)
+
+
+def test_deadline_loop_keeps_its_schedule_and_counts_dropped_cycles() -> None:
+    calls: list[float] = []
+    slow = threading.Event()
+
+    def step() -> None:
+        calls.append(time.monotonic())
+        if len(calls) == 20:
+            slow.set()
+            time.sleep(0.035)      # this cycle overruns 3.5 periods of 10 ms
+
+    loop = DeadlineLoop(0.01, step)
+    loop.start()
+    deadline = time.monotonic() + 5.0
+    while len(calls) < 60 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    loop.stop()
+    assert loop.error is None and slow.is_set()
+    assert loop.dropped_cycles >= 2                 # the 35 ms cycle swallowed at least two whole slots
+    # No drift: every start stays on the grid t0 + k * period (a sleep(period) loop would slide off it).
+    starts = np.array(calls[:60]) - calls[0]
+    off_grid = np.abs(starts - np.round(starts / 0.01) * 0.01)
+    assert np.median(off_grid) < 0.0015
+    assert loop.periods.percentile(50) == pytest.approx(0.01, abs=0.002)
+
+
+def test_deadline_loop_reports_a_failing_step() -> None:
+    errors: list[BaseException] = []
+
+    def step() -> None:
+        raise RuntimeError("bus exploded")
+
+    loop = DeadlineLoop(0.01, step, on_error=errors.append)
+    loop.start()
+    deadline = time.monotonic() + 2.0
+    while not errors and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert errors and "bus exploded" in str(errors[0]) and not loop.running
+
+
+def test_rolling_stats() -> None:
+    stats = RollingStats(size=3)
+    assert stats.percentile(50) != stats.percentile(50)        # NaN before any sample
+    for value in (5.0, 1.0, 2.0, 3.0):
+        stats.add(value)
+    assert len(stats) == 3 and stats.percentile(50) == 2.0
+
+
+@pytest.mark.parametrize("name", ["leader_arm.yaml", "follower_arm.yaml"])
+def test_shipped_parameter_files_are_valid(name: str) -> None:
+    path = Path(__file__).resolve().parents[3] / "config" / name
+    params = yaml.safe_load(path.read_text())["/**"]["ros__parameters"]
+    config = build_config(params)
+    assert config.role == name.split("_")[0]
+    if config.is_follower:
+        assert config.position_d_gain == (1000, 800, 500, 300, 0)    # the authors' follower gains (FACTS §4)

@@ -1,0 +1,266 @@
+"""Arm driver core against the na_sim servo emulator, with the real dynamixel-sdk on a pty."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from na_driver.arm_config import build_config
+from na_driver.arm_core import ArmDriverCore, StartupError
+from na_driver.dxl_bus import BusError
+from na_driver.loop_timing import DeadlineLoop
+from na_sim.faults import DxlFaults
+
+from na_description import load_spec, xm430
+
+SPEC = load_spec()
+POSITION_RESOLUTION = 2 * np.pi / xm430.PULSES_PER_REV
+
+
+class LogRecorder:
+    def __init__(self) -> None:
+        self.lines: list[tuple[int, str]] = []
+
+    def __call__(self, level: int, message: str) -> None:
+        self.lines.append((level, message))
+
+    def text(self, min_level: int = 0) -> str:
+        return "\n".join(m for lvl, m in self.lines if lvl >= min_level)
+
+
+def make_core(port: str, role: str = "follower", **params) -> tuple[ArmDriverCore, LogRecorder]:
+    """A core on ``port``. Tests whose point is not bus timing wait 20 ms for replies (the 2 test CPUs
+    are shared, so the emulator thread can be late) unless they pass their own ``reply_timeout``."""
+    log = LogRecorder()
+    params.setdefault("reply_timeout", 0.02)
+    return ArmDriverCore(build_config({"port": port, "role": role, **params}), log=log), log
+
+
+def fresh_cycle(core: ArmDriverCore, timeout: float = 2.0):
+    """Cycle until every servo answered in the same cycle."""
+    deadline = time.monotonic() + timeout
+    while True:
+        sample = core.cycle()
+        if not any(sample.stale) or time.monotonic() > deadline:
+            return sample
+
+
+def run_cycles(core: ArmDriverCore, seconds: float, rate: float = 100.0) -> tuple[list, DeadlineLoop]:
+    samples = []
+    loop = DeadlineLoop(1.0 / rate, lambda: samples.append(core.cycle()))
+    loop.start()
+    time.sleep(seconds)   # the loop runs on its own thread; the test only lets it run for a fixed span
+    loop.stop()
+    assert loop.error is None
+    return samples, loop
+
+
+def test_wrong_port_names_the_port() -> None:
+    core, _ = make_core("/dev/does-not-exist-na")
+    with pytest.raises(StartupError, match="/dev/does-not-exist-na"):
+        core.start()
+
+
+def test_missing_servo_names_its_id(emulated_arm) -> None:
+    emulator, servos = emulated_arm()
+    servos[2].set("id", 42)           # servo 13 answers to another ID now
+    core, _ = make_core(emulator.port_path)
+    with pytest.raises(StartupError) as info:
+        core.start()
+    assert "13" in str(info.value) and "11" not in str(info.value)
+
+
+def test_wrong_model_is_refused(emulated_arm) -> None:
+    emulator, servos = emulated_arm()
+    servos[1].set("model_number", 1060)
+    core, _ = make_core(emulator.port_path)
+    with pytest.raises(StartupError, match=r"ID 12 .*1060"):
+        core.start()
+
+
+def test_follower_start_writes_settings_and_holds_pose(emulated_arm) -> None:
+    emulator, servos = emulated_arm()
+    for regs in servos:
+        regs.set("return_delay_time", 250)                  # factory default: must be rewritten
+        regs.set("goal_position", regs.get("present_position") + 500)   # a stale goal must not be kept
+    core, log = make_core(emulator.port_path, position_p_gain=[800, 700, 600, 500, 400], current_limit=1.5)
+    core.start()
+    try:
+        for k, regs in enumerate(servos):
+            assert regs.get("torque_enable") == 1
+            assert regs.get("goal_position") == regs.get("present_position")    # no jump
+            assert regs.get("return_delay_time") == 0
+            assert regs.get("operating_mode") == 3
+            assert regs.get("position_p_gain") == [800, 700, 600, 500, 400][k]
+            assert regs.get("current_limit") == int(xm430.amp_to_current_units(1.5))
+        assert "torque on" in log.text()
+    finally:
+        core.shutdown()
+    assert all(regs.get("torque_enable") == 0 for regs in servos)
+
+
+def test_leader_start_turns_torque_off(emulated_arm) -> None:
+    emulator, servos = emulated_arm()
+    for regs in servos:
+        regs.set("torque_enable", 1)
+    core, _ = make_core(emulator.port_path, role="leader")
+    core.start()
+    core.shutdown()
+    assert all(regs.get("torque_enable") == 0 for regs in servos)
+
+
+def test_decode_matches_the_registers(emulated_arm) -> None:
+    emulator, servos = emulated_arm()
+    core, _ = make_core(emulator.port_path, role="leader")
+    core.start()
+    try:
+        sample = fresh_cycle(core)
+    finally:
+        core.shutdown()
+    assert not any(sample.stale)
+    for k, regs in enumerate(servos):
+        block = xm430.decode_state_block(regs.read(xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_LENGTH))
+        joint = SPEC.joints[k]
+        assert sample.position[k] == pytest.approx(joint.drive_direction * block.position + joint.homing_offset)
+        assert sample.velocity[k] == pytest.approx(joint.drive_direction * block.velocity)
+        assert sample.current[k] == pytest.approx(regs.get("present_current") * xm430.CURRENT_UNIT_A)
+        assert sample.pwm[k] == pytest.approx(regs.get("present_pwm") / xm430.PWM_FULL_SCALE)
+        assert sample.input_voltage[k] == pytest.approx(regs.get("present_input_voltage") * 0.1)
+        assert sample.temperature[k] == regs.get("present_temperature")
+    assert sample.gripper_slide == pytest.approx(float(SPEC.gripper.angle_to_slide(sample.position[4])))
+
+
+def test_commands_are_clamped_and_reach_the_registers(emulated_arm) -> None:
+    emulator, servos = emulated_arm()
+    core, _ = make_core(emulator.port_path)
+    core.start()
+    try:
+        goal = np.array([0.2, 2.5, -0.3, 0.1, 0.0])          # joint2 beyond its 1.5 rad limit
+        core.set_command(goal)
+        core.cycle()
+        written = xm430.pulses_to_rad([regs.get("goal_position") for regs in servos])
+        expected = SPEC.joint_to_servo(np.clip(goal, *SPEC.servo_angle_limits()))
+        np.testing.assert_allclose(written, expected, atol=POSITION_RESOLUTION)
+        assert core.clamped_commands == 1
+        with pytest.raises(ValueError, match="5 positions"):
+            core.set_command([0.0, 0.1])
+        with pytest.raises(ValueError, match="non-finite"):
+            core.set_command([0.0, np.nan, 0.0, 0.0, 0.0])
+    finally:
+        core.shutdown()
+
+
+def test_fault_campaign_keeps_rate_and_never_publishes_a_wrong_value(emulated_arm) -> None:
+    faults = DxlFaults(corrupt_byte_rate=0.01, drop_status_rate=0.02, seed=7)
+    emulator, servos = emulated_arm(faults=faults)
+    core, _ = make_core(emulator.port_path, reply_timeout=0.0)      # the driver's default timing
+    core.start()
+    try:
+        samples, loop = run_cycles(core, 2.0)
+    finally:
+        core.shutdown()
+    truth = [regs.get("present_position") for regs in servos]
+    fresh = [(k, p) for s in samples for k, p in enumerate(s.raw_present_position) if p is not None]
+    assert all(p == truth[k] for k, p in fresh)              # exact pulses: within the resolution
+    assert len(samples) >= 0.95 * 2.0 * 100                   # rate kept despite the faults
+    assert loop.dropped_cycles <= 0.05 * len(samples)         # skipped slots (CPU shared with other jobs)
+    injected = emulator.fault_counters
+    counters = core.bus.counters
+    assert injected["status_dropped"] > 0 and injected["status_corrupted"] > 0
+    assert counters.crc_errors > 0 and counters.timeouts > 0 and counters.partial_replies > 0
+    assert len(fresh) > 0.5 * len(samples) * len(servos)       # retries recover most corrupt replies
+    last = samples[-1]
+    assert 0 < last.crc_errors <= counters.crc_errors and 0 < last.timeout_errors <= counters.timeouts
+    assert [s.crc_errors for s in samples] == sorted(s.crc_errors for s in samples)     # cumulative
+
+
+def test_stalled_servo_is_reported_within_the_error_timeout(emulated_arm) -> None:
+    stall_start, error_timeout = 0.5, 0.2
+    emulator, _ = emulated_arm(faults=DxlFaults(stall_servo_id=14, stall_window_s=(stall_start, 60.0)))
+    core, log = make_core(emulator.port_path, error_timeout=error_timeout)
+    core.start()
+    assert emulator.elapsed_s < stall_start, "start-up took too long for this test"
+    try:
+        reported_at = None
+        while emulator.elapsed_s < stall_start + 2.0 and reported_at is None:
+            sample = core.cycle()
+            if emulator.elapsed_s > stall_start + 0.03:
+                assert sample.stale[3]
+            if "servo 14" in log.text(min_level=2):
+                reported_at = emulator.elapsed_s
+            time.sleep(0.01)
+        assert reported_at is not None, log.text()
+        # counted from the last valid reply, at most one loop period (10 ms + sleep jitter) before the stall
+        assert stall_start + error_timeout - 0.03 <= reported_at < stall_start + error_timeout + 0.1
+        assert "no valid reply" in log.text(min_level=2)
+        assert core.servo_status()[3][2] == 2          # ERROR level in diagnostics
+    finally:
+        core.shutdown()
+
+
+def test_overload_trip_turns_torque_off_and_reboot_recovers(emulated_arm) -> None:
+    emulator, servos = emulated_arm(faults=DxlFaults(trip_servo_id=12, trip_after_s=0.3))
+    core, log = make_core(emulator.port_path)
+    core.start()
+    try:
+        samples, _ = run_cycles(core, 0.8)
+        assert samples[-1].hardware_error[1] == xm430.HW_ERROR_OVERLOAD
+        assert all(regs.get("torque_enable") == 0 for regs in servos)        # every servo, not only 12
+        errors = log.text(min_level=2)
+        assert "servo 12" in errors and "overload" in errors
+        core.set_command(np.zeros(5))
+        with pytest.raises(BusError, match="reboot first"):
+            core.set_torque(True)
+        message = core.reboot_tripped()
+        assert "servo 12" in message
+        assert servos[1].get("hardware_error_status") == 0
+        assert all(regs.get("torque_enable") == 1 for regs in servos)
+        assert servos[1].get("position_p_gain") == SPEC.position_gains["p"]    # RAM settings restored
+        sample = core.cycle()
+        assert sample.hardware_error == [0] * 5 and not core.health.tripped
+    finally:
+        core.shutdown()
+
+
+def test_temperature_warning_and_trip(emulated_arm) -> None:
+    emulator, servos = emulated_arm()
+    core, log = make_core(emulator.port_path)
+    core.start()
+    try:
+        servos[4].set("present_temperature", 56)
+        core.cycle()
+        assert "servo 15" in log.text(min_level=1) and "warning" in log.text(min_level=1)
+        assert core.torque_enabled
+        servos[4].set("present_temperature", 61)
+        core.cycle()
+        assert not core.torque_enabled
+        assert all(regs.get("torque_enable") == 0 for regs in servos)
+        assert "servo 15 (gripper): temperature 61" in log.text(min_level=2)
+        with pytest.raises(BusError, match="cool"):
+            core.reboot_tripped()
+    finally:
+        core.shutdown()
+
+
+def test_port_loss_is_reported_and_the_port_reopened(emulated_arm, tmp_path) -> None:
+    emulator, servos = emulated_arm()
+    link = tmp_path / "arm"                 # a stable device name, like /dev/serial/by-id/... or the rig's links
+    link.symlink_to(emulator.port_path)
+    core, log = make_core(str(link), role="leader", reopen_interval=0.05)
+    core.start()
+    emulator.stop()                         # the adapter is unplugged
+    link.unlink()
+    sample = core.cycle()
+    assert all(sample.stale) and core.port_lost
+    assert "lost the port" in log.text(min_level=2)
+    core.cycle()
+    replacement, _ = emulated_arm(servos=servos)
+    link.symlink_to(replacement.port_path)  # ... and plugged in again
+    deadline = time.monotonic() + 2.0
+    while core.port_lost and time.monotonic() < deadline:
+        core.cycle()
+        time.sleep(0.01)
+    assert not core.port_lost and core.reopen_attempts >= 1
+    assert not any(fresh_cycle(core).stale)
+    core.shutdown()
