@@ -18,5 +18,5 @@ setup(
     maintainer_email="maintainers@neuralactuator.invalid",
     description="Simulated rig: servo physics, DYNAMIXEL Protocol 2.0 and F/T sensor emulators, scripted operator tasks, fault injection and the offline episode generator.",
     license="Apache-2.0",
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": ["na-sim = na_sim.cli:main"]},
 )

@@ -158,12 +158,27 @@ def validate_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     meta.setdefault("task_instance", task_instance_id(meta["task"], meta["payload_grams"], meta["condition"]))
     for key in STRING_KEYS:
         meta[key] = str(meta[key])
+    try:
+        metadata_to_custom_data(meta)
+    except (TypeError, ValueError) as err:
+        raise EpisodeBagError(f"episode metadata cannot be stored: {err}") from None
     return meta
+
+
+def _json_default(value: Any) -> Any:
+    """numpy scalars and arrays as plain JSON numbers and lists."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"episode metadata value {value!r} ({type(value).__name__}) is not JSON-serialisable")
+
+
+def _to_json(value: Any) -> str:
+    return json.dumps(value, default=_json_default)
 
 
 def metadata_to_custom_data(metadata: Mapping[str, Any]) -> dict[str, str]:
     """Flatten metadata to rosbag2 ``custom_data`` strings: strings as they are, the rest as JSON."""
-    return {key: value if isinstance(value, str) else json.dumps(value) for key, value in metadata.items()}
+    return {key: value if isinstance(value, str) else _to_json(value) for key, value in metadata.items()}
 
 
 def metadata_from_custom_data(custom: Mapping[str, str]) -> dict[str, Any]:
@@ -199,7 +214,7 @@ def _write_json_atomic(path: Path, content: Mapping[str, Any]) -> None:
     """Write JSON through a temporary file, fsync it and rename it over ``path``."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     with tmp.open("w", encoding="utf-8") as stream:
-        json.dump(content, stream, indent=2, sort_keys=True)
+        json.dump(content, stream, indent=2, sort_keys=True, default=_json_default)
         stream.write("\n")
         stream.flush()
         os.fsync(stream.fileno())

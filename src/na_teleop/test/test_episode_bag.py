@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import yaml
 from rosbags.highlevel import AnyReader
+from rosbags.rosbag2 import StoragePlugin, Writer
 
 from na_teleop import episode_bag as eb
 
@@ -167,3 +168,31 @@ def test_reader_errors(tmp_path):
     with pytest.raises(eb.EpisodeBagError, match="did not finish"):
         eb.EpisodeReader(writer.path)
     writer.abort()
+
+
+def test_reads_sqlite3_bag_and_sidecar_only_metadata(tmp_path):
+    """A plain rosbag2 sqlite3 bag (no custom_data) takes its metadata from the sidecar."""
+    path = tmp_path / "episode_000009"
+    store = eb.typestore()
+    with Writer(path, version=8, storage_plugin=StoragePlugin.SQLITE3) as writer:
+        conn = writer.add_connection("/follower/arm_state", eb.ARM_STATE, typestore=store)
+        for k in (2, 0, 1):
+            writer.write(conn, T0 + k, eb.serialize(_arm_state(T0 + k, k), eb.ARM_STATE))
+    with pytest.raises(eb.EpisodeBagError, match="no episode metadata"):
+        eb.EpisodeReader(path)
+    (path / "episode.json").write_text(json.dumps({**_metadata(), "complete": True, "topics": {}}))
+    with eb.EpisodeReader(path) as reader:
+        assert reader.metadata["task"] == "pick_place" and "topics" not in reader.metadata
+        stamps = [stamp for _, stamp, _ in reader.messages("/follower/arm_state")]
+        assert stamps == [T0, T0 + 1, T0 + 2]
+        with pytest.raises(eb.EpisodeBagError, match="no topic"):
+            list(reader.messages("/nope"))
+
+
+def test_numpy_metadata_values_are_stored_as_plain_json(tmp_path):
+    meta = _metadata(seed=np.int64(4), fixture={"position": np.array([0.2, 0.0, 0.1]), "rpy": [0.0, 0.0, 0.0]})
+    path = eb.EpisodeWriter(tmp_path, meta).close()
+    with eb.EpisodeReader(path) as reader:
+        assert reader.metadata["seed"] == 4 and reader.metadata["fixture"]["position"] == [0.2, 0.0, 0.1]
+    with pytest.raises(eb.EpisodeBagError, match="cannot be stored"):
+        eb.EpisodeWriter(tmp_path, _metadata(notes_extra=object()))

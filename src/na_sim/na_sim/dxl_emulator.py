@@ -1,0 +1,474 @@
+"""A DYNAMIXEL Protocol 2.0 bus of emulated XM430 servos on one pseudo-terminal (ROS-free).
+
+A client (the real dynamixel-sdk, or anything that speaks Protocol 2.0) opens ``port_path``
+like a U2D2 serial port. The bus thread parses instruction packets, lets every addressed
+``ServoRegisters`` execute them and writes the status packets back, honouring Status Return
+Level, Return Delay Time (real time) and, optionally, the wire time of every byte at the baud
+rate. Behaviour follows the ROBOTIS e-manual, Protocol 2.0 (FACTS §2); choices where the
+manual is silent are listed in the package README ("Servo bus emulator").
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+import tty
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import ClassVar
+
+from na_description import xm430
+from na_sim import protocol2 as p2
+from na_sim.faults import DxlFaultInjector, DxlFaults
+from na_sim.servo_registers import (
+    ACCESS_ERROR,
+    CRC_ERROR,
+    DATA_LENGTH_ERROR,
+    DATA_RANGE_ERROR,
+    INSTRUCTION_ERROR,
+    RESET_ALL,
+    RESULT_FAIL,
+    ProtocolError,
+    ServoRegisters,
+)
+
+LOG = logging.getLogger(__name__)
+
+WriteHook = Callable[[ServoRegisters, int, bytes], None]
+ServoHook = Callable[[ServoRegisters], None]
+
+BITS_PER_BYTE_ON_WIRE = 10          # 8N1: start + 8 data + stop
+PARTIAL_PACKET_TIMEOUT_S = 0.02     # a packet incomplete this long is given up (resync)
+_POLL_S = 0.05                      # how often the bus thread looks at the stop flag
+_SPIN_BELOW_S = 2e-4                # sleeps shorter than this are spun for Return Delay accuracy
+
+# Status Return Level (address 68): which instructions get a status packet (e-manual).
+_ANSWERED_AT_LEVEL_1 = {p2.READ, p2.SYNC_READ, p2.BULK_READ, p2.FAST_SYNC_READ, p2.FAST_BULK_READ}
+
+
+class DxlBusEmulator:
+    """Serves a list of ``ServoRegisters`` on one pty; ``start()``/``stop()`` run its own thread.
+
+    ``on_write(registers, address, data)`` is called after every successful write (Write,
+    Action of a Reg Write, Sync/Bulk Write) so the physics can react, e.g. to Torque Enable;
+    ``on_reboot`` and ``on_clear`` after a Reboot and a multi-turn Clear.
+    """
+
+    def __init__(self, servos: Sequence[ServoRegisters], *, baud_rate: int = 1_000_000, wire_time: bool = False,
+                 faults: DxlFaults | DxlFaultInjector | None = None, on_write: WriteHook | None = None,
+                 on_reboot: ServoHook | None = None, on_clear: ServoHook | None = None,
+                 answer_crc_errors: bool = True) -> None:
+        if not servos:
+            raise ValueError("a bus needs at least one servo")
+        if baud_rate <= 0:
+            raise ValueError(f"baud_rate must be positive, got {baud_rate}")
+        self.servos = list(servos)
+        self.baud_rate = int(baud_rate)
+        self.wire_time = wire_time
+        self.injector = faults if isinstance(faults, DxlFaultInjector) else DxlFaultInjector(faults)
+        self.on_write = on_write
+        self.on_reboot = on_reboot
+        self.on_clear = on_clear
+        self.answer_crc_errors = answer_crc_errors
+        self.stats: Counter = Counter()
+        self._parser = p2.PacketParser()
+        self._registered: dict[int, tuple[int, bytes]] = {}   # id(servo) -> pending Reg Write
+        self._master_fd = -1
+        self._slave_fd = -1
+        self.port_path = ""
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._started_at = time.monotonic()
+        self._bus_free_at = 0.0               # perf_counter time the bus is idle again
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> DxlBusEmulator:
+        if self._thread is not None:
+            raise RuntimeError("emulator already started")
+        self._master_fd, self._slave_fd = os.openpty()
+        tty.setraw(self._slave_fd)
+        os.set_blocking(self._master_fd, False)
+        self.port_path = os.ttyname(self._slave_fd)
+        self._started_at = time.monotonic()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._serve, name=f"dxl-bus {self.port_path}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+        for fd in (self._master_fd, self._slave_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._master_fd = self._slave_fd = -1
+
+    def __enter__(self) -> DxlBusEmulator:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self._started_at
+
+    @property
+    def fault_counters(self) -> dict[str, int]:
+        return self.injector.snapshot()
+
+    @property
+    def parser_crc_errors(self) -> int:
+        return self._parser.crc_errors
+
+    # ---- bus thread ----------------------------------------------------------------------------
+    def _serve(self) -> None:
+        last_byte_at = time.monotonic()
+        while not self._stop.is_set():
+            ready, _, _ = select.select([self._master_fd], [], [], _POLL_S if not self._parser.pending
+                                        else PARTIAL_PACKET_TIMEOUT_S)
+            if not ready:
+                if self._parser.pending and time.monotonic() - last_byte_at > PARTIAL_PACKET_TIMEOUT_S:
+                    self.stats["resyncs"] += 1
+                    self._handle_all(self._parser.resync())
+                continue
+            try:
+                data = os.read(self._master_fd, 4096)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:               # the pty went away (stop() from another thread)
+                return
+            last_byte_at = time.monotonic()
+            self._bus_free_at = max(self._bus_free_at, time.perf_counter())
+            self.stats["bytes_received"] += len(data)
+            self._handle_all(self._parser.feed(data))
+
+    def _handle_all(self, packets: list[p2.Packet]) -> None:
+        for packet in packets:
+            try:
+                self._handle(packet)
+            except Exception:   # a bug must not kill the bus: log it and keep serving
+                self.stats["internal_errors"] += 1
+                LOG.exception("servo bus emulator failed on packet %s", packet.raw.hex(" "))
+
+    def _handle(self, packet: p2.Packet) -> None:
+        if packet.instruction == p2.STATUS:
+            return                                # a status packet (ours, or another device's): not for us
+        self.stats["packets"] += 1
+        if self.wire_time:      # the instruction's last byte arrives this much after its first
+            self._bus_free_at += self._wire_s(len(packet.raw))
+        self._apply_forced_trips()
+        if not packet.crc_ok:
+            self.stats["crc_errors"] += 1
+            self._answer_crc_error(packet)
+            return
+        self.stats[p2.INSTRUCTION_NAMES.get(packet.instruction, "unknown")] += 1
+        handler = self._HANDLERS.get(packet.instruction)
+        if handler is None:
+            for servo in self._addressed(packet):
+                self._reply(servo, packet.instruction, INSTRUCTION_ERROR)
+            return
+        handler(self, packet)
+
+    # ---- instructions --------------------------------------------------------------------------
+    def _ping(self, packet: p2.Packet) -> None:
+        servos = self._addressed(packet)
+        if packet.is_broadcast:
+            servos = sorted(servos, key=lambda s: s.servo_id)    # broadcast ping: answers in ID order
+        for servo in servos:
+            info = servo.read(0, 2) + servo.read(xm430.REGISTERS["firmware_version"].address, 1)
+            self._reply(servo, p2.PING, 0, info)
+
+    def _read(self, packet: p2.Packet) -> None:
+        if packet.is_broadcast:
+            return
+        for servo in self._addressed(packet):
+            if len(packet.params) != 4:
+                self._reply(servo, p2.READ, DATA_LENGTH_ERROR)
+                continue
+            address, length = _word(packet.params, 0), _word(packet.params, 2)
+            self._reply_read(servo, p2.READ, address, length)
+
+    def _write(self, packet: p2.Packet) -> None:
+        for servo in self._addressed(packet):
+            if len(packet.params) < 3:
+                self._reply(servo, p2.WRITE, DATA_LENGTH_ERROR, broadcast=packet.is_broadcast)
+                continue
+            error = self._apply_write(servo, _word(packet.params, 0), packet.params[2:])
+            self._reply(servo, p2.WRITE, error, broadcast=packet.is_broadcast)
+
+    def _reg_write(self, packet: p2.Packet) -> None:
+        for servo in self._addressed(packet):
+            error = DATA_LENGTH_ERROR if len(packet.params) < 3 else 0
+            if not error:
+                address, data = _word(packet.params, 0), bytes(packet.params[2:])
+                try:
+                    servo.check_write(address, data)
+                    self._registered[id(servo)] = (address, data)
+                    servo.set("registered_instruction", 1)
+                except ProtocolError as exc:
+                    error = exc.code
+            self._reply(servo, p2.REG_WRITE, error, broadcast=packet.is_broadcast)
+
+    def _action(self, packet: p2.Packet) -> None:
+        for servo in self._addressed(packet):
+            pending = self._registered.pop(id(servo), None)
+            if pending is None:
+                # e-manual: Action without a registered instruction is an Instruction Error.
+                self._reply(servo, p2.ACTION, INSTRUCTION_ERROR, broadcast=packet.is_broadcast)
+                continue
+            servo.set("registered_instruction", 0)
+            error = self._apply_write(servo, *pending)
+            self._reply(servo, p2.ACTION, error, broadcast=packet.is_broadcast)
+
+    def _factory_reset(self, packet: p2.Packet) -> None:
+        mode = packet.params[0] if packet.params else RESET_ALL
+        for servo in self._addressed(packet):
+            if packet.is_broadcast and mode == RESET_ALL:
+                continue        # e-manual: a broadcast Factory Reset 0xFF is not executed
+            if servo.torque_enabled:
+                self._reply(servo, p2.FACTORY_RESET, ACCESS_ERROR, broadcast=packet.is_broadcast)
+                continue
+            try:
+                servo.factory_reset(mode)     # validate before answering; the answer carries the old ID
+            except ProtocolError as exc:
+                self._reply(servo, p2.FACTORY_RESET, exc.code, broadcast=packet.is_broadcast)
+                continue
+            self._registered.pop(id(servo), None)
+            self._reply_as(packet, servo)
+
+    def _reply_as(self, packet: p2.Packet, servo: ServoRegisters) -> None:
+        """Answer from the ID the instruction addressed (the servo may have changed its own ID)."""
+        if packet.is_broadcast or servo.get("status_return_level") < 2:
+            return
+        self._send(servo, p2.build_status(packet.servo_id, self._alert(servo)))
+
+    def _reboot(self, packet: p2.Packet) -> None:
+        for servo in self._addressed(packet):
+            self._reply(servo, p2.REBOOT, 0, broadcast=packet.is_broadcast)   # answers, then reboots
+            servo.reboot()
+            self._registered.pop(id(servo), None)
+            self._call_hook(self.on_reboot, servo)
+
+    def _clear(self, packet: p2.Packet) -> None:
+        for servo in self._addressed(packet):
+            if bytes(packet.params) != p2.CLEAR_MULTI_TURN_PARAMS:
+                self._reply(servo, p2.CLEAR, DATA_RANGE_ERROR, broadcast=packet.is_broadcast)
+                continue
+            if servo.get("moving"):
+                # e-manual: Clear is executed only while the servo is stopped.
+                self._reply(servo, p2.CLEAR, RESULT_FAIL, broadcast=packet.is_broadcast)
+                continue
+            with servo.lock:
+                servo.set("present_position", servo.get("present_position") % xm430.PULSES_PER_REV)
+            self._call_hook(self.on_clear, servo)
+            self._reply(servo, p2.CLEAR, 0, broadcast=packet.is_broadcast)
+
+    def _sync_read(self, packet: p2.Packet) -> None:
+        if len(packet.params) < 5:
+            return
+        address, length = _word(packet.params, 0), _word(packet.params, 2)
+        for servo_id in packet.params[4:]:
+            for servo in self._servos_with_id(servo_id):
+                self._reply_read(servo, p2.SYNC_READ, address, length)
+
+    def _bulk_read(self, packet: p2.Packet) -> None:
+        for servo_id, address, length in _bulk_read_entries(packet.params):
+            for servo in self._servos_with_id(servo_id):
+                self._reply_read(servo, p2.BULK_READ, address, length)
+
+    def _fast_sync_read(self, packet: p2.Packet) -> None:
+        if len(packet.params) < 5:
+            return
+        address, length = _word(packet.params, 0), _word(packet.params, 2)
+        self._fast_read(packet.instruction, [(sid, address, length) for sid in packet.params[4:]])
+
+    def _fast_bulk_read(self, packet: p2.Packet) -> None:
+        self._fast_read(packet.instruction, _bulk_read_entries(packet.params))
+
+    def _fast_read(self, instruction: int, requests: list[tuple[int, int, int]]) -> None:
+        """One status packet for all servos (e-manual, Fast Sync/Bulk Read); a silent servo is left out."""
+        entries, first = [], None
+        for servo_id, address, length in requests:
+            for servo in self._servos_with_id(servo_id):
+                if self._silent(servo, instruction):
+                    continue
+                try:
+                    entries.append((self._alert(servo), servo_id, servo.read(address, length)))
+                except ProtocolError as exc:
+                    entries.append((self._alert(servo) | exc.code, servo_id, bytes(length)))
+                first = first or servo
+        if first is not None:
+            self._send(first, p2.build_fast_status(entries))
+
+    def _sync_write(self, packet: p2.Packet) -> None:
+        if len(packet.params) < 4:
+            return
+        address, length = _word(packet.params, 0), _word(packet.params, 2)
+        body = packet.params[4:]
+        if length == 0 or len(body) % (length + 1):
+            self.stats["malformed"] += 1
+            return
+        for offset in range(0, len(body), length + 1):
+            for servo in self._servos_with_id(body[offset]):
+                self._apply_write(servo, address, bytes(body[offset + 1: offset + 1 + length]))
+
+    def _bulk_write(self, packet: p2.Packet) -> None:
+        params, offset = packet.params, 0
+        while offset + 5 <= len(params):
+            servo_id, address, length = params[offset], _word(params, offset + 1), _word(params, offset + 3)
+            data = bytes(params[offset + 5: offset + 5 + length])
+            offset += 5 + length
+            if len(data) != length:
+                self.stats["malformed"] += 1
+                return
+            for servo in self._servos_with_id(servo_id):
+                self._apply_write(servo, address, data)
+
+    _HANDLERS: ClassVar[dict[int, Callable[[DxlBusEmulator, p2.Packet], None]]] = {
+        p2.PING: _ping, p2.READ: _read, p2.WRITE: _write, p2.REG_WRITE: _reg_write, p2.ACTION: _action,
+        p2.FACTORY_RESET: _factory_reset, p2.REBOOT: _reboot, p2.CLEAR: _clear, p2.SYNC_READ: _sync_read,
+        p2.SYNC_WRITE: _sync_write, p2.BULK_READ: _bulk_read, p2.BULK_WRITE: _bulk_write,
+        p2.FAST_SYNC_READ: _fast_sync_read, p2.FAST_BULK_READ: _fast_bulk_read,
+    }
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def _servos_with_id(self, servo_id: int) -> list[ServoRegisters]:
+        """Servos answering to ``servo_id``, stalled ones removed (a stalled servo neither acts nor answers)."""
+        return [s for s in self.servos if s.servo_id == servo_id and not self._stalled(s)]
+
+    def _addressed(self, packet: p2.Packet) -> list[ServoRegisters]:
+        """Servos an instruction is for (all live ones for the broadcast ID)."""
+        if packet.is_broadcast:
+            return [s for s in self.servos if not self._stalled(s)]
+        return self._servos_with_id(packet.servo_id)
+
+    def _stalled(self, servo: ServoRegisters) -> bool:
+        return self.injector.is_stalled(servo.servo_id, self.elapsed_s)
+
+    def _apply_forced_trips(self) -> None:
+        for servo in self.servos:
+            if self.injector.trip_due(servo.servo_id, self.elapsed_s):
+                with servo.lock:
+                    servo.set("hardware_error_status",
+                              servo.get("hardware_error_status") | self.injector.faults.trip_error_bits)
+                    servo.set("torque_enable", 0)
+
+    def _apply_write(self, servo: ServoRegisters, address: int, data: bytes) -> int:
+        """Write and run the hook; returns the Protocol 2.0 error number (0 = done)."""
+        try:
+            servo.write(address, data)
+        except ProtocolError as exc:
+            self.stats["write_errors"] += 1
+            return exc.code
+        if self.on_write is not None:
+            try:
+                self.on_write(servo, address, data)
+            except Exception:
+                self.stats["hook_errors"] += 1
+                LOG.exception("on_write hook failed")
+        return 0
+
+    def _call_hook(self, hook: ServoHook | None, servo: ServoRegisters) -> None:
+        if hook is None:
+            return
+        try:
+            hook(servo)
+        except Exception:
+            self.stats["hook_errors"] += 1
+            LOG.exception("servo hook failed")
+
+    def _answer_crc_error(self, packet: p2.Packet) -> None:
+        """A broken instruction is answered with ERR=3 only by a servo whose own ID it carries."""
+        if not self.answer_crc_errors or packet.is_broadcast:
+            return
+        for servo in self._servos_with_id(packet.servo_id):
+            if servo.get("status_return_level") > 0:
+                self._send(servo, p2.build_status(servo.servo_id, self._alert(servo) | CRC_ERROR))
+
+    @staticmethod
+    def _alert(servo: ServoRegisters) -> int:
+        return xm430.STATUS_ALERT if servo.alert else 0
+
+    @staticmethod
+    def _silent(servo: ServoRegisters, instruction: int) -> bool:
+        level = servo.get("status_return_level")
+        if instruction == p2.PING:
+            return False
+        return level == 0 or (level == 1 and instruction not in _ANSWERED_AT_LEVEL_1)
+
+    def _reply_read(self, servo: ServoRegisters, instruction: int, address: int, length: int) -> None:
+        try:
+            data = servo.read(address, length)
+        except ProtocolError as exc:
+            self._reply(servo, instruction, exc.code)
+            return
+        self._reply(servo, instruction, 0, data)
+
+    def _reply(self, servo: ServoRegisters, instruction: int, error: int, params: bytes = b"",
+               broadcast: bool = False) -> None:
+        if broadcast or self._silent(servo, instruction):
+            return
+        self._send(servo, p2.build_status(servo.servo_id, self._alert(servo) | error, params))
+
+    def _send(self, servo: ServoRegisters, packet: bytes) -> None:
+        """Return delay, wire time and faults, then the bytes onto the pty.
+
+        Times are absolute deadlines on one bus clock (``_bus_free_at``: when the last byte on the
+        wire has arrived), so a late wake-up on a loaded machine does not add up over the five
+        replies of a Sync Read.
+        """
+        due = self._bus_free_at + servo.get("return_delay_time") * xm430.RETURN_DELAY_UNIT_S
+        if self.wire_time:
+            due += self._wire_s(len(packet))      # written when its last byte would have arrived
+        if self.injector.drop_status():
+            return
+        due += self.injector.status_delay_s()
+        self._sleep_until(due)
+        self._bus_free_at = max(due, time.perf_counter())
+        self._write_all(self.injector.corrupt(packet))
+
+    def _wire_s(self, byte_count: int) -> float:
+        return byte_count * BITS_PER_BYTE_ON_WIRE / self.baud_rate
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        deadline = time.monotonic() + 0.1
+        while view:
+            try:
+                written = os.write(self._master_fd, view)
+            except BlockingIOError:
+                if time.monotonic() > deadline:        # nobody reads the port: drop the reply
+                    self.stats["tx_overflow"] += 1
+                    return
+                time.sleep(0.001)
+                continue
+            except OSError:
+                return
+            view = view[written:]
+        self.stats["replies"] += 1
+
+    @staticmethod
+    def _sleep_until(deadline: float) -> None:
+        """Sleep until ``deadline`` (perf_counter) with ~10 µs accuracy: OS sleep, then a short spin."""
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return
+        if remaining > _SPIN_BELOW_S:
+            time.sleep(remaining - _SPIN_BELOW_S)
+        while time.perf_counter() < deadline:
+            pass
+
+
+def _word(params: bytes, offset: int) -> int:
+    return int.from_bytes(params[offset: offset + 2], "little")
+
+
+def _bulk_read_entries(params: bytes) -> list[tuple[int, int, int]]:
+    """Bulk Read parameters: (ID, address L/H, length L/H) per servo."""
+    return [(params[i], _word(params, i + 1), _word(params, i + 3)) for i in range(0, len(params) - 4, 5)]

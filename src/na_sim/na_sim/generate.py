@@ -1,0 +1,431 @@
+"""Offline episode generator: scripted operator + simulated rig -> the recorder's episode bags.
+
+No ROS, no pty: the rig (:class:`na_sim.rig.Rig`) is stepped as fast as the CPU allows and the
+servo control tables are read and written the way the arm drivers do over the bus, so a
+generated bag carries the same topics, types, stamps and units as a live recording
+(docs/INTERFACES.md). One cycle of the 100 Hz driver loop (FACTS §4) at time t:
+
+1. leader driver: one Sync Read of Present PWM .. Present Temperature from every leader servo,
+   decoded with ``na_description.xm430`` -> ``/leader/arm_state``, ``/leader/joint_states``;
+   stamp = t + bus time (the read completion, as the drivers stamp it);
+2. follower driver: Sync Write of the last teleop command (one cycle latency), then Sync Read
+   -> ``/follower/arm_state``, ``/follower/joint_states``;
+3. teleop: follower goal = leader pose (clamped to the joint limits) -> ``/follower/command``;
+4. ground truth -> ``/sim/truth/wrench`` (base frame, environment on tool), ``/sim/truth/contact``;
+   the operator's grasp flag -> ``/episode/grasp`` (on change and at 10 Hz);
+5. physics to t + 10 ms; in ``ft_sensor`` episodes the F/T sensor is sampled every 5 ms
+   (~200 Hz, FACTS §4) -> ``/ft/wrench`` (sensor frame, tared, with noise).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from na_description.model import Kinematics
+
+from na_description import RobotSpec, load_spec, xm430
+from na_sim.rig import Rig
+from na_sim.rig_config import RigConfig
+from na_sim.tasks import PAYLOAD_TASKS, PUSH_AXES, TASK_IDS, TaskEpisode, TaskError, check_task_name, make_task
+from na_teleop import episode_bag as eb
+
+DRIVER_RATE_HZ = 100.0           # teleop/driver loop while recording (FACTS §4)
+FT_RATE_HZ = 200.0               # the authors' F/T sensor rate, ≈200 Hz (FACTS §4)
+GRASP_RATE_HZ = 10.0             # /episode/grasp heartbeat (also sent on every change)
+USB_LATENCY_S = 0.001            # FTDI latency timer set to 1 ms (FACTS §2)
+BUS_JITTER_S = 0.0003            # s, uniform extra bus time per transaction (assumed)
+TELEOP_DELAY_S = 0.0002          # s from the leader sample to the published command (assumed)
+FT_FORCE_NOISE_N = 0.02          # N, std of the tared sensor's force noise (assumed, ATI-class sensor)
+FT_TORQUE_NOISE_NM = 0.001       # N·m, std of the torque noise (assumed)
+BASE_STAMP_NS = 1_735_689_600 * 1_000_000_000   # 2025-01-01T00:00:00Z: start of a generated session
+EPISODE_GAP_NS = 5 * 1_000_000_000              # idle time between consecutive generated episodes
+
+# Default payload sets of Table A15: pick & place / go up and stay with 0 (empty) and 100-500 g,
+# the restricted-Joint-3 pick & place with and without 200 g.
+PAPER_PAYLOADS: dict[str, tuple[float, ...]] = {
+    "pick_place": (0.0, 100.0, 200.0, 300.0, 400.0, 500.0),
+    "go_up_stay": (0.0, 100.0, 200.0, 300.0, 400.0, 500.0),
+    "pick_place_restricted": (0.0, 200.0),
+}
+TASK_GROUPS: dict[str, tuple[str, ...]] = {
+    "all": TASK_IDS,
+    "free": ("circle_cw", "circle_ccw", "sweep_joint1", "sweep_joint2", "sweep_joint3", "sweep_joint4",
+             "sweep_gripper", "lean_extend"),
+    "payload": ("pick_place", "go_up_stay"),
+    "push": tuple(f"push_{a}" for a in PUSH_AXES),
+    "nopush": tuple(f"nopush_{a}" for a in PUSH_AXES),
+    "contact": tuple(f"{p}_{a}" for a in PUSH_AXES for p in ("push", "nopush")),
+    "condition": ("pick_place", "pick_place_restricted"),
+}
+
+TOPIC_TYPES: dict[str, str] = {
+    "/leader/arm_state": eb.ARM_STATE,
+    "/follower/arm_state": eb.ARM_STATE,
+    "/leader/joint_states": eb.JOINT_STATE,
+    "/follower/joint_states": eb.JOINT_STATE,
+    "/follower/command": eb.JOINT_COMMAND,
+    "/ft/wrench": eb.WRENCH_STAMPED,
+    "/episode/grasp": eb.BOOL,
+    "/sim/truth/wrench": eb.WRENCH_STAMPED,
+    "/sim/truth/contact": eb.BOOL,
+}
+FT_FRAME = "ft_sensor"
+
+_STATE_DTYPE = np.dtype([("pwm", "<i2"), ("current", "<i2"), ("velocity", "<i4"), ("position", "<i4"),
+                         ("velocity_trajectory", "<i4"), ("position_trajectory", "<i4"),
+                         ("input_voltage", "<u2"), ("temperature", "u1")])
+assert _STATE_DTYPE.itemsize == xm430.STATE_BLOCK_LENGTH
+_GOAL = xm430.REGISTERS["goal_position"]
+_BLOCK = slice(xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_START + xm430.STATE_BLOCK_LENGTH)
+_HW_ERROR = xm430.REGISTERS["hardware_error_status"].address
+_GOAL_BYTES = slice(_GOAL.address, _GOAL.end)
+
+
+class GenerateError(ValueError):
+    """Bad generator request (unknown task, bad payload list, unusable output directory)."""
+
+
+def resolve_tasks(names: Iterable[str]) -> list[str]:
+    """Expand task ids and group names (``all``, ``free``, ``payload``, ``push``, ...) in order, once each."""
+    out: list[str] = []
+    for raw in names:
+        for name in filter(None, (n.strip() for n in raw.split(","))):
+            expanded = TASK_GROUPS.get(name)
+            if expanded is None:
+                try:
+                    expanded = (check_task_name(name),)
+                except TaskError as err:
+                    raise GenerateError(f"{err}; groups: {', '.join(TASK_GROUPS)}") from None
+            out.extend(t for t in expanded if t not in out)
+    if not out:
+        raise GenerateError("no tasks given")
+    return out
+
+
+@dataclass
+class GenerateOptions:
+    tasks: Sequence[str]
+    episodes: int = 1                           # per task and payload
+    seed: int = 0
+    out: Path = Path("episodes")
+    payloads: Sequence[float] | None = None     # None: PAPER_PAYLOADS per payload task
+    quick: bool = False                         # shorter scripted episodes (tests, smoke runs)
+    max_seconds: float | None = None            # cut every episode after this many simulated seconds
+    ft_always: bool = False                     # also write /ft/wrench in episodes without a fixture task
+    rig_config: Path | None = None              # default: config/sim_rig.yaml
+    operator: str = "na-sim generate"
+
+
+@dataclass
+class EpisodeResult:
+    path: Path
+    task: str
+    payload_grams: float
+    seed: int
+    sim_seconds: float
+    wall_seconds: float
+    physics_seconds: float          # wall time inside Rig.step (the rest: drivers, messages, bag)
+    counts: dict[str, int]
+
+
+@dataclass
+class GenerateReport:
+    episodes: list[EpisodeResult] = field(default_factory=list)
+
+    @property
+    def sim_seconds(self) -> float:
+        return sum(e.sim_seconds for e in self.episodes)
+
+    @property
+    def wall_seconds(self) -> float:
+        return sum(e.wall_seconds for e in self.episodes)
+
+    @property
+    def physics_seconds(self) -> float:
+        return sum(e.physics_seconds for e in self.episodes)
+
+    @property
+    def realtime_factor(self) -> float:
+        return self.sim_seconds / max(self.wall_seconds, 1e-9)
+
+
+def plan_episodes(options: GenerateOptions) -> list[tuple[str, float, int]]:
+    """(task, payload g, episode seed) for every episode of the run, in generation order.
+
+    Episode i of a task gets seed ``options.seed + i``, so ``push_*`` and ``nopush_*`` with the
+    same seed are a matched pair (same commanded motion).
+    """
+    if options.episodes < 1:
+        raise GenerateError(f"--episodes must be >= 1, got {options.episodes}")
+    plan = []
+    for task in resolve_tasks(options.tasks):
+        if task in PAYLOAD_TASKS:
+            payloads = PAPER_PAYLOADS[task] if options.payloads is None else tuple(options.payloads)
+        else:
+            payloads = (0.0,)
+        for payload in payloads:
+            if not np.isfinite(payload) or payload < 0:
+                raise GenerateError(f"payloads must be masses >= 0 g, got {payload}")
+            plan.extend((task, float(payload), options.seed + i) for i in range(options.episodes))
+    return plan
+
+
+# ---- the driver side: registers -> ArmState fields --------------------------------------------
+def _bus_seconds(n_bytes: int, baud: int) -> float:
+    """Time on the wire: 10 bits per byte (8N1) plus the USB latency timer."""
+    return n_bytes * 10.0 / baud + USB_LATENCY_S
+
+
+class _ArmBus:
+    """What an arm driver does with one arm's servos each cycle, on the emulated control tables."""
+
+    def __init__(self, spec: RobotSpec, registers, role: str) -> None:
+        self.spec, self.registers, self.role = spec, registers, role
+        self.names = spec.joint_names
+        self.direction = np.array([j.drive_direction for j in spec.joints], dtype=float)
+        self.gripper = next((k for k, j in enumerate(spec.joints) if j.type == "gripper"), None)
+        self.lower, self.upper = spec.servo_angle_limits()
+        n = spec.n_motors
+        # Sync Read: instruction (10 + 4 + n bytes) and n status packets (11 + block bytes).
+        self.read_seconds = _bus_seconds(14 + n + n * (11 + xm430.STATE_BLOCK_LENGTH), spec.baud_rate)
+        # Sync Write of Goal Position: 10 + 4 + n * (1 + 4) bytes, no replies.
+        self.write_seconds = _bus_seconds(14 + n * (1 + _GOAL.size), spec.baud_rate)
+
+    def sync_write_goal(self, goal_joint: np.ndarray) -> None:
+        """Goal Position of every servo. The goal is clamped to the joint limits first, so the
+        servo's own range check cannot refuse it; the bytes go straight into the table."""
+        goal = np.clip(goal_joint, self.lower, self.upper)
+        pulses = xm430.rad_to_pulses(self.spec.joint_to_servo(goal))
+        for regs, value in zip(self.registers, pulses.tolist(), strict=True):
+            regs.set(_GOAL.name, value)
+
+    def sync_read(self) -> dict[str, np.ndarray]:
+        """The state block of every servo (one consistent table copy each, as a status packet is)."""
+        tables = [regs.snapshot() for regs in self.registers]
+        raw = b"".join(table[_BLOCK] for table in tables)
+        block = np.frombuffer(raw, dtype=_STATE_DTYPE)
+        errors = np.array([table[_HW_ERROR] for table in tables], dtype=np.uint8)
+        goal_pulses = np.frombuffer(b"".join(table[_GOAL_BYTES] for table in tables), dtype="<i4")
+        d = self.direction
+        return {
+            "position": self.spec.servo_to_joint(xm430.pulses_to_rad(block["position"])),
+            "velocity": d * xm430.velocity_units_to_rad_s(block["velocity"]),
+            "current": d * xm430.current_units_to_amp(block["current"]),
+            "pwm": d * xm430.pwm_units_to_fraction(block["pwm"]),
+            "input_voltage": xm430.voltage_units_to_volt(block["input_voltage"]),
+            "temperature": block["temperature"] * xm430.TEMPERATURE_UNIT_C,
+            "hardware_error": errors,
+            # What the servo was last commanded (the driver knows it from its own Sync Write).
+            "goal_position": self.spec.servo_to_joint(xm430.pulses_to_rad(goal_pulses)),
+        }
+
+
+class _Messages:
+    """Builders for the episode messages (rosbags classes from the episode_bag type store)."""
+
+    def __init__(self, spec: RobotSpec) -> None:
+        self.spec = spec
+        self.names = spec.joint_names
+        self.frame = spec.base_frame
+        self.gripper = next((k for k, j in enumerate(spec.joints) if j.type == "gripper"), None)
+        c = eb.message_class
+        self.ArmState, self.JointState, self.JointCommand = c(eb.ARM_STATE), c(eb.JOINT_STATE), c(eb.JOINT_COMMAND)
+        self.WrenchStamped, self.Wrench, self.Vector3 = c(eb.WRENCH_STAMPED), c("geometry_msgs/msg/Wrench"), \
+            c("geometry_msgs/msg/Vector3")
+        self.Bool = c(eb.BOOL)
+        self.Header, self.Time = c("std_msgs/msg/Header"), c("builtin_interfaces/msg/Time")
+        self.no_stale = np.zeros(spec.n_motors, dtype=bool)
+        self.empty = np.zeros(0)
+
+    def header(self, stamp_ns: int, frame: str | None = None):
+        """Header for one stamp; messages of the same sample share it (they are only serialised)."""
+        sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+        return self.Header(stamp=self.Time(sec=sec, nanosec=nanosec), frame_id=self.frame if frame is None else frame)
+
+    def slide(self, angle: float) -> float:
+        return float(self.spec.gripper.angle_to_slide(angle))
+
+    def arm_state(self, header, role: str, s: dict, goal: np.ndarray, bus_seconds: float):
+        g = self.gripper
+        return self.ArmState(
+            header=header, role=role, name=self.names, position=s["position"],
+            gripper_slide=self.slide(s["position"][g]), goal_gripper_slide=self.slide(goal[g]),
+            velocity=s["velocity"], goal_position=goal, current=s["current"], pwm=s["pwm"],
+            input_voltage=s["input_voltage"], temperature=s["temperature"], hardware_error=s["hardware_error"],
+            stale=self.no_stale, timeout_errors=0, crc_errors=0, partial_errors=0, dropped_cycles=0,
+            bus_cycle_duration=bus_seconds)
+
+    def joint_state(self, header, s: dict):
+        position, velocity = s["position"].copy(), s["velocity"].copy()
+        g = self.gripper
+        position[g] = self.slide(position[g])
+        velocity[g] *= self.spec.gripper.slope
+        return self.JointState(header=header, name=self.names, position=position, velocity=velocity,
+                               effort=self.empty)
+
+    def command(self, header, goal: np.ndarray):
+        return self.JointCommand(header=header, name=self.names, position=goal,
+                                 gripper_slide=self.slide(goal[self.gripper]))
+
+    def wrench(self, header, force: np.ndarray, torque: np.ndarray):
+        v = self.Vector3
+        return self.WrenchStamped(header=header, wrench=self.Wrench(
+            force=v(x=float(force[0]), y=float(force[1]), z=float(force[2])),
+            torque=v(x=float(torque[0]), y=float(torque[1]), z=float(torque[2]))))
+
+    def flag(self, value: bool):
+        return self.Bool(data=bool(value))
+
+
+# ---- one episode ------------------------------------------------------------------------------
+def run_episode(rig: Rig, episode: TaskEpisode, writer: eb.EpisodeWriter, start_ns: int, *,
+                with_ft: bool, max_seconds: float | None = None,
+                on_progress: Callable[[float], None] | None = None) -> tuple[float, float]:
+    """Play ``episode`` on ``rig`` and write every topic to ``writer``.
+
+    Returns (simulated seconds, wall seconds spent in the physics).
+    """
+    spec = rig.spec
+    msgs = _Messages(spec)
+    rng = np.random.default_rng([episode.seed, 0xB2])
+    leader_bus = _ArmBus(spec, rig.leader_registers, "leader")
+    follower_bus = _ArmBus(spec, rig.follower_registers, "follower")
+    for topic, msgtype in TOPIC_TYPES.items():
+        if topic != "/ft/wrench" or with_ft:
+            writer.add_topic(topic, msgtype)
+
+    duration = episode.duration if max_seconds is None else min(episode.duration, max_seconds)
+    dt = 1.0 / DRIVER_RATE_HZ
+    n_cycles = int(np.floor(duration * DRIVER_RATE_HZ + 1e-9))
+    ft_per_cycle = round(FT_RATE_HZ / DRIVER_RATE_HZ) if with_ft else 1
+    sub_dt = dt / ft_per_cycle
+    times = np.arange(n_cycles * ft_per_cycle + 1) * sub_dt
+    leader_poses = episode.poses(times)
+
+    # Both arms start where the operator holds the leader; the follower driver enables torque there.
+    for regs in (*rig.leader_registers, *rig.follower_registers):
+        regs.reboot()
+    rig.reset(seed=episode.seed, pose=leader_poses[0])
+    rig.configure_follower()
+    rig.set_fixture(episode.fixture)
+    rig.set_joint3_restriction(episode.restricted_joint3)
+    payload_kg = episode.payload_kg
+    grasped = False
+    pending_command: np.ndarray | None = None
+    grasp_every = round(DRIVER_RATE_HZ / GRASP_RATE_HZ)
+    zero3 = np.zeros(3)
+    truth = rig.truth
+    physics = 0.0
+    clock = time.perf_counter
+
+    for k in range(n_cycles):
+        t = k * dt
+        t_ns = start_ns + round(t * 1e9)
+        # 1. leader driver
+        leader_read = leader_bus.read_seconds + rng.uniform(0, BUS_JITTER_S)
+        leader = leader_bus.sync_read()
+        leader_ns = t_ns + round(leader_read * 1e9)
+        header = msgs.header(leader_ns)
+        writer.write("/leader/arm_state", leader_ns,
+                     msgs.arm_state(header, "leader", leader, leader["goal_position"], leader_read))
+        writer.write("/leader/joint_states", leader_ns, msgs.joint_state(header, leader))
+        # 2. follower driver: write the previous command, then read
+        follower_bus_time = follower_bus.read_seconds + rng.uniform(0, BUS_JITTER_S)
+        if pending_command is not None:
+            follower_bus.sync_write_goal(pending_command)
+            follower_bus_time += follower_bus.write_seconds
+        follower = follower_bus.sync_read()
+        follower_ns = t_ns + round(follower_bus_time * 1e9)
+        header = msgs.header(follower_ns)
+        writer.write("/follower/arm_state", follower_ns,
+                     msgs.arm_state(header, "follower", follower, follower["goal_position"], follower_bus_time))
+        writer.write("/follower/joint_states", follower_ns, msgs.joint_state(header, follower))
+        # 3. teleop: follower goal = leader pose
+        pending_command = np.clip(leader["position"], follower_bus.lower, follower_bus.upper)
+        command_ns = leader_ns + round(TELEOP_DELAY_S * 1e9)
+        writer.write("/follower/command", command_ns, msgs.command(msgs.header(command_ns), pending_command))
+        # 4. operator grasp and ground truth at t
+        now_grasped = episode.grasped(t)
+        if now_grasped != grasped:
+            rig.set_payload(payload_kg if now_grasped else None)
+        if now_grasped != grasped or k % grasp_every == 0:
+            writer.write("/episode/grasp", t_ns, msgs.flag(now_grasped))
+        grasped = now_grasped
+        truth = rig.truth
+        writer.write("/sim/truth/wrench", t_ns, msgs.wrench(msgs.header(t_ns), truth.force_base, zero3))
+        writer.write("/sim/truth/contact", t_ns, msgs.flag(truth.contact))
+        # 5. physics to the next cycle; F/T samples in between
+        for j in range(1, ft_per_cycle + 1):
+            rig.set_leader_pose(leader_poses[k * ft_per_cycle + j])
+            tick = clock()
+            truth = rig.step(sub_dt)
+            physics += clock() - tick
+            if with_ft:
+                ft_ns = t_ns + round(j * sub_dt * 1e9)
+                force = truth.sensor_wrench[:3] + rng.normal(0.0, FT_FORCE_NOISE_N, 3)
+                torque = truth.sensor_wrench[3:] + rng.normal(0.0, FT_TORQUE_NOISE_NM, 3)
+                writer.write("/ft/wrench", ft_ns, msgs.wrench(msgs.header(ft_ns, FT_FRAME), force, torque))
+        if on_progress is not None and k % 100 == 99:
+            on_progress(100 * dt)
+    if on_progress is not None:
+        on_progress((n_cycles % 100) * dt)
+    return n_cycles * dt, physics
+
+
+def episode_metadata(episode: TaskEpisode, options: GenerateOptions, start_ns: int) -> dict:
+    meta = episode.metadata()
+    meta.update(source="generated", operator=options.operator, start_stamp=start_ns,
+                notes=f"na-sim generate, run seed {options.seed}" + (", quick" if options.quick else ""))
+    return meta
+
+
+def generate(options: GenerateOptions, *, progress: bool = True, log: Callable[[str], None] = print) -> GenerateReport:
+    """Generate every planned episode into ``options.out`` (new ``episode_NNNNNN`` directories)."""
+    from tqdm import tqdm
+
+    plan = plan_episodes(options)
+    out = Path(options.out)
+    if out.exists() and not out.is_dir():
+        raise GenerateError(f"--out {out} exists and is not a directory")
+    config = RigConfig.from_yaml(options.rig_config)
+    spec = load_spec()
+    kin = Kinematics(spec)
+    rig = Rig(config, seed=options.seed, spec=spec)
+    episodes = [make_task(task, seed, payload, quick=options.quick, spec=spec, kinematics=kin,
+                          fixture_half_size=float(config.fixture_half_size[0]),
+                          tool_radius=config.tool_collider_radius) for task, payload, seed in plan]
+    total = sum(e.duration if options.max_seconds is None else min(e.duration, options.max_seconds)
+                for e in episodes)
+    report = GenerateReport()
+    # Each run seed gets its own session start (1000 s apart), so stamps are reproducible per seed.
+    start_ns = BASE_STAMP_NS + (options.seed % 100_000) * 1_000_000_000_000
+    bar = tqdm(total=round(total, 2), unit="sim s", disable=not progress, dynamic_ncols=True,
+               bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} sim s [{elapsed}<{remaining}, {rate_fmt}]")
+    try:
+        for episode in episodes:
+            bar.set_description(f"{episode.task} {episode.payload_grams:g} g seed {episode.seed}")
+            writer = eb.EpisodeWriter(out, episode_metadata(episode, options, start_ns))
+            wall = time.perf_counter()
+            try:
+                sim_seconds, physics = run_episode(rig, episode, writer, start_ns,
+                                          with_ft=options.ft_always or episode.force_source == "ft_sensor",
+                                          max_seconds=options.max_seconds, on_progress=bar.update)
+            except BaseException:
+                writer.close(complete=False)
+                raise
+            path = writer.close(complete=True, stop_stamp_ns=start_ns + round(sim_seconds * 1e9))
+            report.episodes.append(EpisodeResult(path, episode.task, episode.payload_grams, episode.seed,
+                                                 sim_seconds, time.perf_counter() - wall, physics, writer.counts))
+            start_ns += round(sim_seconds * 1e9) + EPISODE_GAP_NS
+            bar.set_postfix_str(f"{report.realtime_factor:.0f}x real time")
+    finally:
+        bar.close()
+    share = report.physics_seconds / max(report.wall_seconds, 1e-9)
+    log(f"generated {len(report.episodes)} episode(s), {report.sim_seconds:.1f} s simulated in "
+        f"{report.wall_seconds:.1f} s wall: {report.realtime_factor:.1f}x real time "
+        f"({100 * share:.0f} % of it in the rig physics) -> {out}")
+    return report

@@ -1,0 +1,294 @@
+"""``na-sim rig``: the simulated rig live, behind the same wires as the real hardware (ROS-free).
+
+Starts the physics (``Rig`` + ``RealtimeRunner``), one Protocol 2.0 bus emulator per arm (leader
+and follower, IDs 11-15 at 1 Mbps, each on its own pty), the ATI Net F/T UDP emulator and the
+serial F/T emulator fed by the rig's true sensor wrench, and optionally a scripted operator that
+moves the leader arm through a task of ``na_sim.tasks``. It prints (and with ``--info-out`` writes
+as JSON) the pty paths and the UDP port, then runs until SIGINT/SIGTERM or ``--duration``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from na_sim.dxl_emulator import DxlBusEmulator
+from na_sim.faults import DxlFaults, FtFaults
+from na_sim.ft_emulator import RDT_DEFAULT_PORT, NetFtEmulator, SerialFtEmulator
+
+BUS_BAUD = 1_000_000              # FACTS §4: the authors' arms run at 1 Mbps
+OPERATOR_RATE_HZ = 100.0          # how often the scripted operator moves the leader
+GIL_SWITCH_INTERVAL_S = 5e-4      # physics, two buses and two sensors share one interpreter
+
+
+def add_rig_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Options of ``na-sim rig`` (shared by the na-sim CLI and ``python -m na_sim.live_rig``)."""
+    parser.add_argument("--config", type=Path, default=None, help="rig config YAML (default: config/sim_rig.yaml)")
+    parser.add_argument("--seed", type=int, default=0, help="rig seed: servo individuality and noise (default 0)")
+    parser.add_argument("--task", default=None,
+                        help="scripted operator task for the leader arm (see na_sim.tasks); default: none, "
+                             "the leader rests")
+    parser.add_argument("--task-seed", type=int, default=None, help="seed of the task (default: --seed)")
+    parser.add_argument("--payload-grams", type=float, default=None, help="payload of a payload task (g)")
+    parser.add_argument("--loop-task", action="store_true", help="replay the task with the next seed when done")
+    parser.add_argument("--duration", type=float, default=0.0, help="seconds to run; 0 = until SIGINT/SIGTERM")
+    parser.add_argument("--info-out", type=Path, default=None, help="write pty paths and UDP port as JSON here")
+    parser.add_argument("--link-dir", type=Path, default=None,
+                        help="also link the ports as DIR/leader_arm, DIR/follower_arm, DIR/ft_serial (stable names "
+                             "for launch files; removed at stop)")
+    parser.add_argument("--ros", action="store_true",
+                        help="publish ground truth (/sim/truth/wrench, /sim/truth/contact) and the operator's grasp "
+                             "(/episode/grasp) on ROS 2")
+    parser.add_argument("--netft-port", "--ft-port", type=int, default=0,
+                        help=f"UDP port of the Net F/T emulator on 127.0.0.1 (0 = ephemeral; the real "
+                             f"sensor uses {RDT_DEFAULT_PORT})")
+    parser.add_argument("--netft-rate", type=float, default=500.0, help="Net F/T record rate in Hz (default 500)")
+    parser.add_argument("--serial-ft-rate", type=float, default=200.0, help="serial F/T line rate in Hz (default 200)")
+    parser.add_argument("--no-netft", action="store_true", help="do not start the Net F/T emulator")
+    parser.add_argument("--no-serial-ft", action="store_true", help="do not start the serial F/T emulator")
+    parser.add_argument("--wire-time", action="store_true", help="emulate the 1 Mbps byte time on the servo buses")
+    parser.add_argument("--dxl-drop-rate", type=float, default=0.0, help="fault: status packets dropped (0-1)")
+    parser.add_argument("--dxl-corrupt-rate", type=float, default=0.0,
+                        help="fault: probability per status-packet byte of corruption (0-1)")
+    parser.add_argument("--ft-drop-rate", type=float, default=0.0, help="fault: F/T records/lines dropped (0-1)")
+    parser.add_argument("--status-every", type=float, default=5.0, help="seconds between status lines (0 = none)")
+    return parser
+
+
+class ScriptedOperator:
+    """Plays a task episode on the leader arm in real time: pose, grasp, fixture and restriction."""
+
+    def __init__(self, rig: Any, task: str, seed: int, payload_grams: float | None, loop: bool) -> None:
+        from na_sim.tasks import check_task_name
+        self.rig, self.task, self.seed, self.payload_grams, self.loop = rig, check_task_name(task), seed, \
+            payload_grams, loop
+        self.episodes = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="na_sim_operator", daemon=True)
+        self._episode = self._make_episode(seed)   # planned up front: bad task options fail before start
+
+    def _make_episode(self, seed: int) -> Any:
+        from na_sim.tasks import make_task
+        config = self.rig.config
+        return make_task(self.task, seed, self.payload_grams, spec=self.rig.spec,
+                         fixture_half_size=float(config.fixture_half_size[0]), tool_radius=config.tool_collider_radius)
+
+    def start(self) -> ScriptedOperator:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+
+    def _begin(self, episode: Any) -> float:
+        self.rig.set_payload(None)
+        self.rig.set_fixture(episode.fixture)
+        self.rig.set_joint3_restriction(episode.restricted_joint3)
+        self.episodes += 1
+        return time.monotonic()
+
+    def _run(self) -> None:
+        try:
+            episode = self._episode
+            started, grasped, seed = self._begin(episode), False, self.seed
+            while not self._stop.wait(1.0 / OPERATOR_RATE_HZ):
+                t = time.monotonic() - started
+                if t > episode.duration and self.loop:
+                    seed += 1
+                    episode = self._make_episode(seed)
+                    started, grasped = self._begin(episode), False
+                    t = 0.0
+                t = min(t, episode.duration)
+                self.rig.set_leader_pose(episode.pose(t))
+                if episode.grasped(t) != grasped:
+                    grasped = not grasped
+                    self.rig.set_payload(episode.payload_kg if grasped else None)
+        except BaseException as exc:   # surfaced to the owner through .error
+            self.error = exc
+
+
+def _check_args(args: argparse.Namespace) -> str | None:
+    """A message for the first bad option, else None."""
+    rates = {"--dxl-drop-rate": args.dxl_drop_rate, "--dxl-corrupt-rate": args.dxl_corrupt_rate,
+             "--ft-drop-rate": args.ft_drop_rate}
+    for name, value in rates.items():
+        if not 0.0 <= value <= 1.0:
+            return f"{name} must be between 0 and 1, got {value}"
+    if args.duration < 0 or args.status_every < 0:
+        return "--duration and --status-every must be >= 0"
+    if args.netft_rate <= 0 or args.serial_ft_rate <= 0:
+        return "F/T rates must be > 0"
+    if not 0 <= args.netft_port <= 65535:
+        return f"--netft-port must be 0..65535, got {args.netft_port}"
+    if args.payload_grams is not None and args.task is None:
+        return "--payload-grams needs --task"
+    if args.task is not None:
+        from na_sim.tasks import TaskError, check_task_name
+        try:
+            check_task_name(args.task)
+        except TaskError as exc:
+            return str(exc)
+    return None
+
+
+LINK_NAMES = {"leader_port": "leader_arm", "follower_port": "follower_arm", "serial_ft_port": "ft_serial"}
+
+
+def _link_ports(link_dir: Path, info: dict[str, Any]) -> dict[str, str]:
+    """Symlink each pty under a stable name in ``link_dir`` (replacing stale links)."""
+    link_dir.mkdir(parents=True, exist_ok=True)
+    links = {}
+    for key, name in LINK_NAMES.items():
+        target = info.get(key)
+        if not target:
+            continue
+        link = link_dir / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(target)
+        links[name] = str(link)
+    return links
+
+
+def _write_info(path: Path, info: dict[str, Any]) -> None:
+    """Atomic JSON write: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(info, indent=2) + "\n")
+    os.replace(temporary, path)
+
+
+def run_live_rig(args: argparse.Namespace) -> int:
+    """Run the live rig until SIGINT/SIGTERM or ``--duration``; 0 on a clean stop."""
+    problem = _check_args(args)
+    if problem:
+        print(f"na-sim rig: {problem}", file=sys.stderr)
+        return 2
+    from na_sim.rig import RealtimeRunner, Rig
+    from na_sim.rig_config import RigConfig, RigConfigError
+    from na_sim.tasks import TaskError
+
+    try:
+        config = RigConfig.from_yaml(args.config)
+    except RigConfigError as exc:
+        print(f"na-sim rig: {exc}", file=sys.stderr)
+        return 2
+    print("na-sim rig: building the rig ...", flush=True)
+    rig = Rig(config, seed=args.seed)
+    try:
+        operator = None if args.task is None else ScriptedOperator(
+            rig, args.task, args.seed if args.task_seed is None else args.task_seed, args.payload_grams,
+            args.loop_task)
+    except TaskError as exc:
+        print(f"na-sim rig: {exc}", file=sys.stderr)
+        return 2
+
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    dxl_faults = DxlFaults(drop_status_rate=args.dxl_drop_rate, corrupt_byte_rate=args.dxl_corrupt_rate,
+                           seed=args.seed)
+    ft_faults = FtFaults(drop_rate=args.ft_drop_rate, seed=args.seed)
+
+    def sensor_wrench() -> np.ndarray:
+        return rig.truth.sensor_wrench
+
+    runner = RealtimeRunner(rig)
+    leader_bus = DxlBusEmulator(rig.leader_registers, baud_rate=BUS_BAUD, wire_time=args.wire_time, faults=dxl_faults)
+    follower_bus = DxlBusEmulator(rig.follower_registers, baud_rate=BUS_BAUD, wire_time=args.wire_time,
+                                  faults=dxl_faults)
+    netft = None if args.no_netft else NetFtEmulator(sensor_wrench, port=args.netft_port, rate_hz=args.netft_rate,
+                                                     faults=ft_faults)
+    serial_ft = None if args.no_serial_ft else SerialFtEmulator(sensor_wrench, rate_hz=args.serial_ft_rate,
+                                                                 faults=ft_faults)
+    started: list[Any] = []
+    stop = threading.Event()
+    previous_handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous_handlers[signum] = signal.signal(signum, lambda *_: stop.set())
+    try:
+        for part in (runner, leader_bus, follower_bus, netft, serial_ft, operator):
+            if part is not None:
+                part.start()
+                started.append(part)
+        info = {
+            "leader_port": leader_bus.port_path,
+            "follower_port": follower_bus.port_path,
+            "servo_ids": [r.servo_id for r in rig.follower_registers],
+            "baud_rate": BUS_BAUD,
+            "netft": None if netft is None else {"host": netft.address[0], "port": netft.port},
+            "serial_ft_port": None if serial_ft is None else serial_ft.port_path,
+            "task": args.task,
+            "pid": os.getpid(),
+        }
+        if args.link_dir is not None:
+            info["links"] = _link_ports(args.link_dir, info)
+        if args.ros:
+            from na_sim.truth_publisher import TruthPublisher
+
+            truth_publisher = TruthPublisher(lambda: rig.truth).start()
+            started.append(truth_publisher)
+            info["ros_truth"] = True
+        print("na-sim rig ready: " + json.dumps(info), flush=True)
+        if args.info_out is not None:
+            try:
+                _write_info(args.info_out, info)
+            except OSError as exc:
+                print(f"na-sim rig: cannot write --info-out {args.info_out}: {exc}", file=sys.stderr)
+                return 2
+        return _supervise(args, stop, rig, runner, operator, (leader_bus, follower_bus), netft)
+    finally:
+        for part in reversed(started):
+            part.stop()
+        if args.link_dir is not None:
+            for name in LINK_NAMES.values():
+                link = args.link_dir / name
+                if link.is_symlink():
+                    link.unlink()
+        for signum, handler in previous_handlers.items():
+            signal.signal(signum, handler)
+        print("na-sim rig: stopped", flush=True)
+
+
+def _supervise(args: argparse.Namespace, stop: threading.Event, rig: Any, runner: Any,
+               operator: ScriptedOperator | None, buses: tuple[DxlBusEmulator, ...],
+               netft: NetFtEmulator | None) -> int:
+    """Wait for a stop; print a status line every ``--status-every`` s; 1 if a part failed."""
+    deadline = time.monotonic() + args.duration if args.duration > 0 else None
+    tick = args.status_every if args.status_every > 0 else 1.0
+    while not stop.is_set():
+        wait = tick if deadline is None else max(0.0, min(tick, deadline - time.monotonic()))
+        stop.wait(wait)
+        for name, part in (("physics", runner), ("operator", operator)):
+            if part is not None and part.error is not None:
+                print(f"na-sim rig: {name} failed: {part.error!r}", file=sys.stderr)
+                return 1
+        if args.status_every > 0 and not stop.is_set():
+            packets = "/".join(str(bus.stats["packets"]) for bus in buses)
+            records = netft.stats["records"] if netft is not None else 0
+            print(f"  t={rig.truth.time:8.2f} s  steps {runner.steps} (skipped {runner.skipped})  "
+                  f"bus packets leader/follower {packets}  Net F/T records {records}", flush=True)
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = add_rig_arguments(argparse.ArgumentParser(prog="na-sim rig", description=__doc__,
+                                                       formatter_class=argparse.RawDescriptionHelpFormatter))
+    return run_live_rig(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,224 @@
+"""Configuration of the simulated rig (``config/sim_rig.yaml``), ROS-free.
+
+The YAML files live in the workspace's top-level ``config/`` directory. ``find_config`` looks in
+``$NA_SIM_CONFIG_DIR`` first, then in the ``config/`` directory of the workspace that holds this
+(symlink-installed) package.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+RIG_CONFIG_NAME = "sim_rig.yaml"
+SERVO_CONFIG_NAME = "servo_xm430.yaml"
+CONFIG_DIR_ENV = "NA_SIM_CONFIG_DIR"
+
+
+class RigConfigError(ValueError):
+    """A rig or servo configuration file is missing or malformed."""
+
+
+def find_config(name: str) -> Path:
+    """Path of a config file by name: ``$NA_SIM_CONFIG_DIR/name``, else the workspace ``config/name``."""
+    candidates = []
+    if os.environ.get(CONFIG_DIR_ENV):
+        candidates.append(Path(os.environ[CONFIG_DIR_ENV]) / name)
+    here = Path(__file__).resolve()
+    candidates += [parent / "config" / name for parent in here.parents]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise RigConfigError(f"config file {name!r} not found (set {CONFIG_DIR_ENV} or pass a path)")
+
+
+def rpy_to_matrix(rpy) -> np.ndarray:
+    """Roll-pitch-yaw (fixed axes X, Y, Z; REP-103) -> rotation matrix R = Rz(yaw)·Ry(pitch)·Rx(roll)."""
+    roll, pitch, yaw = (float(v) for v in rpy)
+    cr, sr, cp, sp, cy, sy = np.cos(roll), np.sin(roll), np.cos(pitch), np.sin(pitch), np.cos(yaw), np.sin(yaw)
+    return np.array([
+        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+        [-sp, cp * sr, cp * cr],
+    ])
+
+
+@dataclass(frozen=True)
+class FixturePose:
+    """F/T fixture pose in the base frame: position (m) and roll-pitch-yaw (rad)."""
+
+    position: tuple[float, float, float]
+    rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    @classmethod
+    def parse(cls, pose) -> FixturePose:
+        """Accept a FixturePose, ``{position: [...], rpy: [...]}`` or ``(position, rpy)``."""
+        if isinstance(pose, FixturePose):
+            return pose
+        if isinstance(pose, dict):
+            position, rpy = pose.get("position"), pose.get("rpy", (0.0, 0.0, 0.0))
+        else:
+            try:
+                position, rpy = pose
+            except (TypeError, ValueError):
+                raise RigConfigError(
+                    f"fixture pose must be {{position, rpy}} or (position, rpy), got {pose!r}") from None
+        position, rpy = np.asarray(position, dtype=float), np.asarray(rpy, dtype=float)
+        finite = np.all(np.isfinite(position)) and np.all(np.isfinite(rpy))
+        if position.shape != (3,) or rpy.shape != (3,) or not finite:
+            raise RigConfigError(f"fixture pose needs 3 finite position and 3 rpy values, got {pose!r}")
+        return cls(tuple(position.tolist()), tuple(rpy.tolist()))
+
+    @property
+    def rotation(self) -> np.ndarray:
+        """R_base_sensor."""
+        return rpy_to_matrix(self.rpy)
+
+
+# Keys of config/sim_rig.yaml: a typo is an error, not a silently ignored setting.
+_KNOWN_KEYS: dict[str, set[str] | None] = {
+    "servo_config": None, "timestep_s": None, "reflected_inertia_kg_m2": None,
+    "supply": {"voltage_v", "source_resistance_ohm", "filter_time_s"},
+    "ambient_temperature_c": None, "initial_warmup_c": None, "initial_pose": None,
+    "follower_setup": {"operating_mode", "position_p_gain", "position_i_gain", "position_d_gain"},
+    "leader": {"standby_current_noise_a"},
+    "payload": {"offset_from_tool_m", "radius_m", "grasp_stop_slide_m", "grasp_stiffness_n_m", "grasp_damping_n_s_m"},
+    "fixture": {"position", "rpy", "half_size_m", "friction"},
+    "tool_collider_radius_m": None,
+    "joint3_restriction": {"stiffness_nm_rad", "rest_angle_rad", "damping_nm_s_rad", "friction_nm"},
+}
+
+
+def _check_keys(raw: dict, known: dict[str, set[str] | None]) -> None:
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}; known: {sorted(known)}")
+    for section, keys in known.items():
+        if keys is None or section not in raw:
+            continue
+        if not isinstance(raw[section], dict):
+            raise ValueError(f"section {section!r} must be a mapping")
+        unknown = sorted(set(raw[section]) - keys)
+        if unknown:
+            raise ValueError(f"{section}: unknown keys {unknown}; known: {sorted(keys)}")
+
+
+@dataclass(frozen=True)
+class RigConfig:
+    """Everything about the rig that is not the servo's physics (that is ``servo_config``)."""
+
+    servo_config: Path
+    timestep_s: float = 0.00425
+    reflected_inertia: float = 0.1
+    supply_voltage: float = 12.0
+    supply_resistance: float = 0.25
+    supply_filter_time: float = 0.01
+    ambient_temperature: float = 25.0
+    initial_warmup: tuple[float, float] = (0.0, 8.0)
+    initial_pose: tuple[float, ...] = (0.0, -1.0, 0.3, 0.7, 0.0)
+    follower_mode: int = 4
+    follower_p_gain: tuple[int, ...] = (800,) * 5
+    follower_i_gain: tuple[int, ...] = (0,) * 5
+    follower_d_gain: tuple[int, ...] = (1000, 800, 500, 300, 0)
+    leader_current_noise: float = 0.003
+    payload_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    payload_radius: float = 0.025
+    grasp_stop_slide: float = 0.003
+    grasp_stiffness: float = 300000.0
+    grasp_damping: float = 10000.0
+    fixture: FixturePose = field(default_factory=lambda: FixturePose((0.22, 0.0, 0.06)))
+    fixture_half_size: tuple[float, float, float] = (0.02, 0.02, 0.02)
+    fixture_friction: float = 0.6
+    tool_collider_radius: float = 0.008
+    restriction_stiffness: float = 0.8
+    restriction_rest_angle: float = -0.6
+    restriction_damping: float = 0.15
+    restriction_friction: float = 0.08
+
+    @classmethod
+    def from_yaml(cls, path: str | Path | None = None) -> RigConfig:
+        """Load ``config/sim_rig.yaml`` (or ``path``); missing keys keep the defaults above."""
+        path = Path(path) if path is not None else find_config(RIG_CONFIG_NAME)
+        if not path.is_file():
+            raise RigConfigError(f"rig config not found: {path}")
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise RigConfigError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise RigConfigError(f"{path}: top level must be a mapping")
+        try:
+            return cls._from_mapping(raw, path.parent)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RigConfigError(f"{path}: {exc}") from exc
+
+    @classmethod
+    def _from_mapping(cls, raw: dict, base_dir: Path) -> RigConfig:
+        _check_keys(raw, _KNOWN_KEYS)
+        servo_path = base_dir / str(raw.get("servo_config", SERVO_CONFIG_NAME))
+        if not servo_path.is_file():
+            raise RigConfigError(f"servo config not found: {servo_path}")
+        supply = raw.get("supply", {})
+        setup = raw.get("follower_setup", {})
+        payload = raw.get("payload", {})
+        fixture = raw.get("fixture", {})
+        restriction = raw.get("joint3_restriction", {})
+        d = cls.__dataclass_fields__
+        default = {name: f.default for name, f in d.items()}
+
+        def ints(values, name):
+            values = tuple(int(v) for v in values)
+            if len(values) != 5:
+                raise ValueError(f"{name} needs 5 values (one per servo)")
+            return values
+
+        config = cls(
+            servo_config=servo_path,
+            timestep_s=float(raw.get("timestep_s", default["timestep_s"])),
+            reflected_inertia=float(raw.get("reflected_inertia_kg_m2", default["reflected_inertia"])),
+            supply_voltage=float(supply.get("voltage_v", default["supply_voltage"])),
+            supply_resistance=float(supply.get("source_resistance_ohm", default["supply_resistance"])),
+            supply_filter_time=float(supply.get("filter_time_s", default["supply_filter_time"])),
+            ambient_temperature=float(raw.get("ambient_temperature_c", default["ambient_temperature"])),
+            initial_warmup=tuple(float(v) for v in raw.get("initial_warmup_c", default["initial_warmup"])),
+            initial_pose=tuple(float(v) for v in raw.get("initial_pose", default["initial_pose"])),
+            follower_mode=int(setup.get("operating_mode", default["follower_mode"])),
+            follower_p_gain=ints(setup.get("position_p_gain", default["follower_p_gain"]), "position_p_gain"),
+            follower_i_gain=ints(setup.get("position_i_gain", default["follower_i_gain"]), "position_i_gain"),
+            follower_d_gain=ints(setup.get("position_d_gain", default["follower_d_gain"]), "position_d_gain"),
+            leader_current_noise=float(raw.get("leader", {}).get("standby_current_noise_a",
+                                                                  default["leader_current_noise"])),
+            payload_offset=tuple(float(v) for v in payload.get("offset_from_tool_m", default["payload_offset"])),
+            payload_radius=float(payload.get("radius_m", default["payload_radius"])),
+            grasp_stop_slide=float(payload.get("grasp_stop_slide_m", default["grasp_stop_slide"])),
+            grasp_stiffness=float(payload.get("grasp_stiffness_n_m", default["grasp_stiffness"])),
+            grasp_damping=float(payload.get("grasp_damping_n_s_m", default["grasp_damping"])),
+            fixture=FixturePose.parse(fixture) if "position" in fixture else FixturePose((0.22, 0.0, 0.06)),
+            fixture_half_size=tuple(float(v) for v in fixture.get("half_size_m", default["fixture_half_size"])),
+            fixture_friction=float(fixture.get("friction", default["fixture_friction"])),
+            tool_collider_radius=float(raw.get("tool_collider_radius_m", default["tool_collider_radius"])),
+            restriction_stiffness=float(restriction.get("stiffness_nm_rad", default["restriction_stiffness"])),
+            restriction_rest_angle=float(restriction.get("rest_angle_rad", default["restriction_rest_angle"])),
+            restriction_damping=float(restriction.get("damping_nm_s_rad", default["restriction_damping"])),
+            restriction_friction=float(restriction.get("friction_nm", default["restriction_friction"])),
+        )
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if not 0 < self.timestep_s <= 0.01:
+            raise RigConfigError(f"timestep_s must be in (0, 0.01] s, got {self.timestep_s}")
+        if self.reflected_inertia <= 0 or self.supply_voltage <= 0 or self.supply_resistance < 0:
+            raise RigConfigError("reflected inertia and supply voltage must be positive, supply resistance >= 0")
+        if len(self.initial_pose) != 5:
+            raise RigConfigError(f"initial_pose needs 5 values, got {len(self.initial_pose)}")
+        if len(self.initial_warmup) != 2 or self.initial_warmup[0] > self.initial_warmup[1]:
+            raise RigConfigError("initial_warmup_c must be [low, high]")
+        if len(self.fixture_half_size) != 3 or min(self.fixture_half_size) <= 0:
+            raise RigConfigError("fixture half_size_m needs 3 positive values")
+        if self.follower_mode not in (3, 4, 5):
+            raise RigConfigError("follower_setup.operating_mode must be a position mode (3, 4 or 5)")

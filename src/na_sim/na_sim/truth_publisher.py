@@ -1,0 +1,67 @@
+"""ROS 2 side of the live rig (optional, ``na-sim rig --ros``): publishes the simulator's ground
+truth and the scripted operator's grasp state so that recordings, the estimator demo and system
+tests can compare against them. Topics as docs/INTERFACES.md: ``/sim/truth/wrench`` (force the
+environment exerts on the tool, base frame), ``/sim/truth/contact``, ``/episode/grasp``."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+TRUTH_RATE_HZ = 100.0
+
+
+class TruthPublisher:
+    """A private rclpy context and node, spun on its own thread, publishing ``truth()`` at 100 Hz."""
+
+    def __init__(self, truth: Callable[[], Any], frame_id: str = "world", rate_hz: float = TRUTH_RATE_HZ) -> None:
+        import rclpy
+        from geometry_msgs.msg import WrenchStamped
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from std_msgs.msg import Bool
+
+        self._truth, self._frame_id = truth, frame_id
+        self._wrench_cls, self._bool_cls = WrenchStamped, Bool
+        self.context = Context()
+        rclpy.init(context=self.context, args=[])
+        self.node = rclpy.create_node("sim_truth", context=self.context)
+        self.wrench_pub = self.node.create_publisher(WrenchStamped, "/sim/truth/wrench", 10)
+        self.contact_pub = self.node.create_publisher(Bool, "/sim/truth/contact", 10)
+        self.grasp_pub = self.node.create_publisher(Bool, "/episode/grasp", 10)
+        self.node.create_timer(1.0 / rate_hz, self._publish)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, name="na_sim_truth", daemon=True)
+        self.error: BaseException | None = None
+
+    def _spin(self) -> None:
+        try:
+            while self.context.ok():
+                self.executor.spin_once(timeout_sec=0.1)
+        except BaseException as exc:   # surfaced to the rig's supervisor
+            if self.context.ok():
+                self.error = exc
+
+    def _publish(self) -> None:
+        truth = self._truth()
+        stamp = self.node.get_clock().now().to_msg()
+        wrench = self._wrench_cls()
+        wrench.header.stamp, wrench.header.frame_id = stamp, self._frame_id
+        fx, fy, fz = (float(v) for v in truth.force_base)
+        wrench.wrench.force.x, wrench.wrench.force.y, wrench.wrench.force.z = fx, fy, fz
+        self.wrench_pub.publish(wrench)
+        self.contact_pub.publish(self._bool_cls(data=bool(truth.contact)))
+        self.grasp_pub.publish(self._bool_cls(data=bool(truth.grasp)))
+
+    def start(self) -> TruthPublisher:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        import rclpy
+
+        rclpy.try_shutdown(context=self.context)
+        self._thread.join(timeout=2.0)
+        self.node.destroy_node()
