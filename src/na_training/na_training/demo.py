@@ -1,0 +1,287 @@
+"""na-demo: the whole suite end to end on the simulated rig, on this CPU.
+
+1. generate training episodes offline (na-sim generate);
+2. record one episode live through the real ROS path: rig -> arm drivers -> teleop -> recorder;
+3. convert every bag to NAD (na-train convert);
+4. train a small NeuralActuator through MJX (na-train fit, config/train/demo.yaml);
+5. export it to ONNX (na-train export);
+6. run the estimator live on the rig during a scripted payload episode and a push episode;
+7. plot estimated against true force and print a summary (force MAE, contact accuracy, latency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from na_training.live_eval import LiveScore, score_live
+from na_training.sim_graph import WORKSPACE, GraphError, launched, ros_env, sim_rig
+
+STAGES = 7
+DEMO_CONFIG = WORKSPACE / "config" / "train" / "demo.yaml"
+GENERATED_TASKS = ["free", "payload", "push", "nopush"]
+LIVE_PHASES = (("go_up_stay", 300.0), ("push_px", 0.0))
+
+
+class DemoError(RuntimeError):
+    """A stage failed; the message says which and where its log is."""
+
+
+class Demo:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out = Path(args.out).resolve()
+        self.logs = self.out / "logs"
+        self.started = time.monotonic()
+        self.stage = 0
+
+    def say(self, text: str) -> None:
+        print(f"[demo {self.stage}/{STAGES} {time.monotonic() - self.started:6.0f}s] {text}", flush=True)
+
+    def begin(self, text: str) -> None:
+        self.stage += 1
+        self.say(text)
+
+    def run(self, name: str, command: list[str], *, show: bool = False) -> None:
+        """Run a CLI stage; its output goes to logs/NAME.log (and the terminal with ``show``)."""
+        log = self.logs / f"{name}.log"
+        with log.open("w") as handle:
+            if show:
+                process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                assert process.stdout is not None
+                for line in process.stdout:
+                    handle.write(line)
+                    if not line.startswith("\r"):
+                        print(f"    {line.rstrip()}", flush=True)
+                code = process.wait()
+            else:
+                code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT).returncode
+        if code != 0:
+            tail = "\n    ".join(log.read_text(errors="replace").splitlines()[-20:])
+            raise DemoError(f"'{' '.join(command)}' failed with exit code {code} (log {log}):\n    {tail}")
+
+    # -- stages --------------------------------------------------------------------------------
+    def generate(self) -> Path:
+        out = self.out / "bags" / "generated"
+        self.begin(f"generating {self.args.episodes} offline episode(s) per task of {', '.join(GENERATED_TASKS)}")
+        command = ["na-sim", "generate", "--tasks", *GENERATED_TASKS, "--episodes", str(self.args.episodes),
+                   "--payloads", "100,300,500", "--seed", str(self.args.seed), "--out", str(out), "--no-progress"]
+        if self.args.quick:
+            command += ["--quick", "--max-seconds", "12"]
+        self.run("generate", command)
+        self.say(f"wrote {len(list(out.glob('episode_*')))} bags to {out}")
+        return out
+
+    def record_live(self) -> Path:
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+
+        from na_msgs.msg import ArmState, EpisodeInfo
+        from na_msgs.srv import StartEpisode, StopEpisode
+
+        out = self.out / "bags" / "live"
+        seconds = self.args.live_seconds
+        self.begin(f"recording {seconds:.0f} s live: simulated rig -> arm drivers -> teleop -> recorder "
+                   "(pick_place 200 g)")
+        context = Context()
+        rclpy.init(context=context)
+        node = rclpy.create_node("na_demo_recorder_client", context=context)
+        states = []
+        node.create_subscription(ArmState, "/follower/arm_state", states.append, 50)
+        start = node.create_client(StartEpisode, "/recorder/start")
+        stop = node.create_client(StopEpisode, "/recorder/stop")
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        try:
+            with sim_rig(self.out / "sim", self.logs / "live_record", task="pick_place", payload_grams=200.0,
+                         seed=self.args.seed) as (rig_graph, _info, ft_port), \
+                    launched("collect.launch.xml", {"sim": "true", "sim_dir": str(self.out / "sim"),
+                                                     "ft_port": str(ft_port), "output_dir": str(out)},
+                             self.logs / "live_record", env=ros_env()) as graph:
+                self._spin_until(executor, lambda: len(states) > 50 and start.service_is_ready(), 90.0,
+                                 "the follower arm state and the recorder services", (rig_graph, graph))
+                info = EpisodeInfo(task="pick_place", payload_grams=200.0, force_source="payload",
+                                   condition="nominal", operator_name="na-demo", notes="live demo episode")
+                result = self._call(executor, start, StartEpisode.Request(info=info), (rig_graph, graph))
+                if not result.success:
+                    raise DemoError(f"the recorder refused to start: {result.message}")
+                begin = time.monotonic()
+                self._spin_until(executor, lambda: time.monotonic() - begin > seconds, seconds + 30, "the episode",
+                                 (rig_graph, graph))
+                result = self._call(executor, stop, StopEpisode.Request(), (rig_graph, graph))
+                if not result.success:
+                    raise DemoError(f"the recorder could not stop the episode: {result.message}")
+                for line in result.message.splitlines():
+                    self.say(line)
+        finally:
+            executor.shutdown()
+            node.destroy_node()
+            rclpy.shutdown(context=context)
+        return out
+
+    def _spin_until(self, executor, condition, timeout: float, what: str, graphs) -> None:
+        """Spin ``executor`` until ``condition()``; fail early if a process of ``graphs`` died."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            for graph in graphs:
+                graph.check_alive()
+            if time.monotonic() > deadline:
+                raise DemoError(f"waited {timeout:.0f} s for {what}; logs in {self.logs}")
+            executor.spin_once(timeout_sec=0.05)
+
+    def _call(self, executor, client, request, graphs):
+        future = client.call_async(request)
+        self._spin_until(executor, future.done, 30.0, f"the service {client.srv_name}", graphs)
+        return future.result()
+
+    def convert(self, bags: list[Path]) -> Path:
+        nad = self.out / "nad"
+        self.begin("converting all bags to NAD (frames of 0.017 s)")
+        self.run("convert", ["na-train", "convert", *map(str, bags), "--out", str(nad), "--frame-period", "0.017",
+                             "--seed", str(self.args.seed), "--overwrite", "--quiet"])
+        info = json.loads((nad / "meta" / "info.json").read_text())
+        self.say(f"NAD at {nad} ({info.get('dataset_id', '')})")
+        return nad
+
+    def train(self, nad: Path) -> Path:
+        run_dir = self.out / "train"
+        steps = self.args.train_steps
+        self.begin(f"training a small model through MJX on the CPU ({steps} steps, {DEMO_CONFIG.name})")
+        self.run("train", ["na-train", "fit", "--config", str(DEMO_CONFIG), "--nad", str(nad), "--out", str(run_dir),
+                           "--steps", str(steps), "--seed", str(self.args.seed), "--no-resume", "--quiet"],
+                 show=True)
+        return run_dir
+
+    def export(self, run_dir: Path, nad: Path) -> Path:
+        model = self.out / "model.onnx"
+        self.begin("exporting to ONNX and checking it against JAX")
+        self.run("export", ["na-train", "export", str(run_dir), "--out", str(model), "--nad", str(nad)], show=True)
+        return model
+
+    def estimate_live(self, model: Path) -> tuple[LiveScore, dict[str, np.ndarray]]:
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+
+        from na_training.live_monitor import LiveMonitor
+
+        self.begin("running the estimator live on the rig: "
+                   + ", ".join(f"{task} ({grams:g} g)" if grams else task for task, grams in LIVE_PHASES))
+        context = Context()
+        rclpy.init(context=context)
+        monitor = LiveMonitor(context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(monitor.node)
+        try:
+            for task, grams in LIVE_PHASES:
+                log_dir = self.logs / f"live_{task}"
+                with sim_rig(self.out / "sim", log_dir, task=task, payload_grams=grams,
+                             seed=self.args.seed + 1) as (rig_graph, _info, _port), \
+                        launched("teleop.launch.xml", {"sim": "true", "sim_dir": str(self.out / "sim")}, log_dir,
+                                 env=ros_env()) as teleop, \
+                        launched("estimator.launch.xml", {"model": str(model)}, log_dir, env=ros_env()) as estimator:
+                    graphs = (rig_graph, teleop, estimator)
+                    monitor.active = False
+                    count = len(monitor.recording.estimate_stamps)
+                    monitor.active = True
+                    self._spin_until(executor, lambda c=count: len(monitor.recording.estimate_stamps) > c + 60,
+                                     120.0, f"estimates during {task}", graphs)
+                    begin = time.monotonic()
+                    self._spin_until(executor, lambda b=begin: time.monotonic() - b > self.args.live_seconds,
+                                     self.args.live_seconds + 30, task, graphs)
+                    monitor.active = False
+                self.say(f"{task}: {len(monitor.recording.estimate_stamps)} estimates so far")
+        finally:
+            executor.shutdown()
+            monitor.node.destroy_node()
+            rclpy.shutdown(context=context)
+        data = monitor.recording.arrays()
+        score = score_live(data["estimate_stamps"], data["estimate_force"], data["estimate_contact"],
+                           data["inference_latency"], data["receive_delay"], data["truth_stamps"], data["truth_force"])
+        return score, data
+
+    def plot(self, data: dict[str, np.ndarray]) -> Path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        self.begin("plotting estimated against true force")
+        path = self.out / "plots" / "live_force.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        t0 = data["truth_stamps"].min()
+        fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True)
+        for k, (axis, name) in enumerate(zip(axes, "xyz", strict=True)):
+            axis.plot(data["truth_stamps"] - t0, data["truth_force"][:, k], ".", ms=1, label="rig ground truth")
+            axis.plot(data["estimate_stamps"] - t0, data["estimate_force"][:, k], ".", ms=1, label="estimator")
+            axis.set_ylabel(f"F{name} (N)")
+        axes[0].legend(loc="upper right", markerscale=8)
+        axes[-1].set_xlabel("time (s)")
+        fig.suptitle("NeuralActuator estimator on the simulated rig (base frame, environment on tool)")
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="na-demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="demo_output", help="output directory (default ./demo_output; replaced)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the generated episodes and the training")
+    parser.add_argument("--episodes", type=int, default=2, help="generated episodes per task (default 2)")
+    parser.add_argument("--train-steps", type=int, default=300, help="training steps (default 300)")
+    parser.add_argument("--live-seconds", type=float, default=20.0,
+                        help="seconds of live recording and of each live estimation phase (default 20)")
+    parser.add_argument("--quick", action="store_true", help="shorter generated episodes (for CI)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    demo = Demo(args)
+    if demo.out.exists():
+        shutil.rmtree(demo.out)
+    demo.logs.mkdir(parents=True)
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    try:
+        generated = demo.generate()
+        live = demo.record_live()
+        nad = demo.convert([generated, live])
+        run_dir = demo.train(nad)
+        model = demo.export(run_dir, nad)
+        score, data = demo.estimate_live(model)
+        plot = demo.plot(data)
+    except (DemoError, GraphError, ValueError) as exc:
+        print(f"[demo] FAILED at stage {demo.stage}/{STAGES}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("[demo] interrupted", file=sys.stderr)
+        return 130
+    summary = {"force_mae_n": score.force_mae, "zero_force_mae_n": score.zero_force_mae,
+               "contact_accuracy": score.contact_accuracy, "inference_latency_ms": {
+                   "p50": score.inference_p50_ms, "p99": score.inference_p99_ms},
+               "state_to_estimate_latency_ms": {"p50": score.end_to_end_p50_ms, "p99": score.end_to_end_p99_ms},
+               "estimates": score.estimates, "matched": score.matched, "model": str(model),
+               "bags": str(demo.out / "bags"),
+               "nad": str(nad), "plots": str(plot.parent), "seconds": round(time.monotonic() - demo.started, 1)}
+    (demo.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print("\n=== NeuralActuator demo summary (simulated rig) ===")
+    for line in score.lines():
+        print(f"  {line}")
+    print(f"  model {model}\n  bags  {demo.out / 'bags'}\n  NAD   {nad}\n  plots {plot.parent}\n"
+          f"  summary {demo.out / 'summary.json'}  ({summary['seconds']:.0f} s in all)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
