@@ -323,8 +323,13 @@ class Rig:
         return CONDITION_RESTRICTED if self.restricted else CONDITION_NOMINAL
 
     # ---- stepping ----------------------------------------------------------------------------
-    def step(self, dt: float | None = None) -> RigTruth:
-        """Advance by ``dt`` s (default one timestep) and return the ground truth."""
+    def step(self, dt: float | None = None, registers: bool = True) -> RigTruth:
+        """Advance by ``dt`` s (default one timestep) and return the ground truth.
+
+        ``registers=False`` skips the register exchange of this call (goals are not re-read, present
+        values not written): for offline loops that step several times between two bus reads; the
+        call before a read must exchange them. Each exchange costs about as much as two MuJoCo steps.
+        """
         timestep = self.config.timestep_s
         dt = timestep if dt is None else float(dt)
         if not dt > 0:
@@ -335,8 +340,9 @@ class Rig:
         qs, ds = self._qpos_slice, self._dof_slice
         with self.lock:
             model.opt.timestep = h
-            self.follower.load_registers(self.follower_registers)
-            self.leader.load_registers(self.leader_registers)
+            if registers:
+                self.follower.load_registers(self.follower_registers)
+                self.leader.load_registers(self.leader_registers)
             for _ in range(substeps):
                 torque = self.follower.step(a * data.qpos[qs] + b, a * data.qvel[ds], h)
                 data.qfrc_applied[ds] = a * torque
@@ -346,8 +352,9 @@ class Rig:
             self._servo_torque = torque.copy()
             self._step_leader(dt)
             self.time += dt
-            self._store(self.follower, self.follower_registers)
-            self._store(self.leader, self.leader_registers, self._leader_noise)
+            if registers:
+                self._store(self.follower, self.follower_registers)
+                self._store(self.leader, self.leader_registers, self._leader_noise)
             self._truth = self._compute_truth()
             return self._truth
 

@@ -238,6 +238,7 @@ class ServoBank:
         self.profile_velocity = np.zeros(n)      # pulses/s, 0 = none
         self.profile_acceleration = np.zeros(n)  # pulses/s^2, 0 = none
         self.moving_threshold = np.full(n, 10.0)  # velocity units
+        self.turn_offset = np.zeros(n)
         self._set_mode_masks()
         self.reset()
 
@@ -254,6 +255,7 @@ class ServoBank:
         self.integrator = np.zeros(n)
         self.velocity_error_integrator = np.zeros(n)
         self.turn_offset = np.zeros(n)            # pulses removed by multi-turn Clear instructions
+        self._set_mode_masks()                    # (position frame offsets depend on it)
         self.gap = np.zeros(n)                    # motor-side minus output angle inside the backlash (rad)
         self.gear_side = np.ones(n)               # side of the backlash the motor last pushed on (+1/-1)
         self.overload_time = np.zeros(n)
@@ -297,9 +299,9 @@ class ServoBank:
         Only what changed since the last call is decoded: usually just the goal registers.
         """
         raw = b"".join(r.snapshot() for r in registers)
-        count = len(registers)
-        config = b"".join(raw[k * 256: k * 256 + GOAL_BLOCK_START] for k in range(count))
-        goals = b"".join(raw[k * 256 + GOAL_BLOCK_START: k * 256 + SENSOR_BLOCK_START] for k in range(count))
+        table = np.frombuffer(raw, dtype=np.uint8).reshape(len(registers), xm430.CONTROL_TABLE_SIZE)
+        config = table[:, :GOAL_BLOCK_START].tobytes()
+        goals = table[:, GOAL_BLOCK_START:SENSOR_BLOCK_START].tobytes()
         if config != self._last_config:
             self._last_config, self._last_goals = config, goals
             self.load_table(np.frombuffer(raw, dtype=CONTROL_TABLE_DTYPE))
@@ -571,7 +573,7 @@ class ServoBank:
         self._housekeeping_elapsed += dt
         if self._housekeeping_elapsed >= self.HOUSEKEEPING_PERIOD_S - 1e-12:
             self._housekeeping(self.p.resistance_ohm, self.bus.voltage)
-        self.bus.update(float(np.sum(self.p.standby_current_a)), dt)
+        self.bus.update(self._standby_total, dt)
 
     def _housekeeping(self, resistance: np.ndarray, v_bus: float) -> None:
         """Heat and protection over the time since the last call (mean Joule power)."""

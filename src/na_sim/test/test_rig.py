@@ -384,3 +384,18 @@ def test_multi_turn_clear_hook_moves_the_position_frame_by_whole_turns():
     joint1 = rig.truth.joint_position[0]
     rig.advance(0.5)                                   # the goal moved with the frame: no jump
     assert abs(rig.truth.joint_position[0] - joint1) < 0.02
+
+
+def test_step_without_register_exchange_keeps_registers_until_the_next_exchange():
+    rig = make_rig()
+    regs = rig.follower_registers[1]
+    goal = np.array(rig.config.initial_pose) + np.array([0.0, 0.3, 0.0, 0.0, 0.0])
+    rig.set_follower_goal(goal)
+    rig.step(FRAME)                                     # goals read here
+    frozen = regs.read(xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_LENGTH)
+    for _ in range(20):
+        rig.step(FRAME, registers=False)                # physics runs on, registers untouched
+    assert regs.read(xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_LENGTH) == frozen
+    rig.step(FRAME)
+    present = xm430.pulses_to_rad(regs.get("present_position"))
+    assert abs(present - goal[1]) < 0.05 and abs(rig.truth.joint_position[1] - goal[1]) < 0.05
