@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -96,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--rig-config", type=Path, metavar="YAML",
                      help="rig configuration (default: config/sim_rig.yaml)")
     gen.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    gen.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                     help="episodes simulated in parallel worker processes (default: CPU count); "
+                          "the bags do not depend on it")
     gen.set_defaults(handler=_generate)
 
     rig = sub.add_parser("rig", help="run the live simulated rig (servo emulators on ptys, F/T emulator)",
@@ -124,7 +128,9 @@ def _generate(args: argparse.Namespace) -> int:
                               payloads=args.payloads, quick=args.quick, max_seconds=args.max_seconds,
                               ft_always=args.ft_always, rig_config=args.rig_config)
     try:
-        generate(options, progress=not args.no_progress)
+        if args.jobs < 1:
+            raise GenerateError(f"--jobs must be at least 1, got {args.jobs}")
+        generate(options, progress=not args.no_progress, jobs=args.jobs)
     except (GenerateError, TaskError, RigConfigError) as err:
         print(f"na-sim generate: error: {err}", file=sys.stderr)
         return 2

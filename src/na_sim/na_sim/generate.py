@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from na_description.model import Kinematics
@@ -135,6 +136,7 @@ class EpisodeResult:
 @dataclass
 class GenerateReport:
     episodes: list[EpisodeResult] = field(default_factory=list)
+    elapsed_seconds: float = 0.0                # wall clock of the whole run (0 while running)
 
     @property
     def sim_seconds(self) -> float:
@@ -150,7 +152,8 @@ class GenerateReport:
 
     @property
     def realtime_factor(self) -> float:
-        return self.sim_seconds / max(self.wall_seconds, 1e-9)
+        """Simulated seconds per wall-clock second of the run (all workers together)."""
+        return self.sim_seconds / max(self.elapsed_seconds or self.wall_seconds, 1e-9)
 
 
 def plan_episodes(options: GenerateOptions) -> list[tuple[str, float, int]]:
@@ -362,7 +365,9 @@ def run_episode(rig: Rig, episode: TaskEpisode, writer: eb.EpisodeWriter, start_
         for j in range(1, ft_per_cycle + 1):
             rig.set_leader_pose(leader_poses[k * ft_per_cycle + j])
             tick = clock()
-            truth = rig.step(sub_dt)
+            # Registers are exchanged once per bus cycle, on the step before the next read (the goal
+            # written this cycle takes effect then, within the bus latency of a real arm).
+            truth = rig.step(sub_dt, registers=j == ft_per_cycle)
             physics += clock() - tick
             if with_ft:
                 ft_ns = t_ns + round(j * sub_dt * 1e9)
@@ -383,8 +388,52 @@ def episode_metadata(episode: TaskEpisode, options: GenerateOptions, start_ns: i
     return meta
 
 
-def generate(options: GenerateOptions, *, progress: bool = True, log: Callable[[str], None] = print) -> GenerateReport:
-    """Generate every planned episode into ``options.out`` (new ``episode_NNNNNN`` directories)."""
+_WORKER_RIG: dict[str, Any] = {}
+
+
+def _episode_sim_seconds(episode: TaskEpisode, max_seconds: float | None) -> float:
+    """Simulated seconds ``run_episode`` will produce (whole driver cycles)."""
+    duration = episode.duration if max_seconds is None else min(episode.duration, max_seconds)
+    return int(np.floor(duration * DRIVER_RATE_HZ + 1e-9)) / DRIVER_RATE_HZ
+
+
+def _run_planned(options: GenerateOptions, planned: tuple[str, float, int], episode_id: int, start_ns: int,
+                 on_progress: Callable[[float], None] | None = None) -> EpisodeResult:
+    """Plan, simulate and write one episode; the rig is built once per process and reset per episode,
+    so an episode's bag depends only on (run seed, task, payload, episode seed), not on the worker."""
+    key = f"{options.seed}:{options.rig_config}"
+    if key not in _WORKER_RIG:
+        config = RigConfig.from_yaml(options.rig_config)
+        spec = load_spec()
+        _WORKER_RIG.clear()
+        _WORKER_RIG[key] = (config, spec, Kinematics(spec), Rig(config, seed=options.seed, spec=spec))
+    config, spec, kin, rig = _WORKER_RIG[key]
+    task, payload, seed = planned
+    episode = make_task(task, seed, payload, quick=options.quick, spec=spec, kinematics=kin,
+                        fixture_half_size=float(config.fixture_half_size[0]), tool_radius=config.tool_collider_radius)
+    writer = eb.EpisodeWriter(options.out, {**episode_metadata(episode, options, start_ns), "episode_id": episode_id})
+    wall = time.perf_counter()
+    try:
+        sim_seconds, physics = run_episode(rig, episode, writer, start_ns,
+                                           with_ft=options.ft_always or episode.force_source == "ft_sensor",
+                                           max_seconds=options.max_seconds, on_progress=on_progress)
+    except BaseException:
+        writer.close(complete=False)
+        raise
+    path = writer.close(complete=True, stop_stamp_ns=start_ns + round(sim_seconds * 1e9))
+    return EpisodeResult(path, episode.task, episode.payload_grams, episode.seed, sim_seconds,
+                         time.perf_counter() - wall, physics, writer.counts)
+
+
+def generate(options: GenerateOptions, *, progress: bool = True, log: Callable[[str], None] = print,
+             jobs: int = 1) -> GenerateReport:
+    """Generate every planned episode into ``options.out`` (new ``episode_NNNNNN`` directories).
+
+    ``jobs`` > 1 simulates episodes in that many worker processes; the bags are the same as with one.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     from tqdm import tqdm
 
     plan = plan_episodes(options)
@@ -394,38 +443,37 @@ def generate(options: GenerateOptions, *, progress: bool = True, log: Callable[[
     config = RigConfig.from_yaml(options.rig_config)
     spec = load_spec()
     kin = Kinematics(spec)
-    rig = Rig(config, seed=options.seed, spec=spec)
     episodes = [make_task(task, seed, payload, quick=options.quick, spec=spec, kinematics=kin,
                           fixture_half_size=float(config.fixture_half_size[0]),
                           tool_radius=config.tool_collider_radius) for task, payload, seed in plan]
-    total = sum(e.duration if options.max_seconds is None else min(e.duration, options.max_seconds)
-                for e in episodes)
+    durations = [_episode_sim_seconds(e, options.max_seconds) for e in episodes]
+    # Each run seed gets its own session start (1000 s apart), so stamps are reproducible per seed;
+    # episode ids and start stamps are fixed up front, whatever order the workers finish in.
+    session_ns = BASE_STAMP_NS + (options.seed % 100_000) * 1_000_000_000_000
+    starts = [session_ns + sum(round(d * 1e9) + EPISODE_GAP_NS for d in durations[:i]) for i in range(len(plan))]
+    first_id = eb.next_episode_id(out)
     report = GenerateReport()
-    # Each run seed gets its own session start (1000 s apart), so stamps are reproducible per seed.
-    start_ns = BASE_STAMP_NS + (options.seed % 100_000) * 1_000_000_000_000
-    bar = tqdm(total=round(total, 2), unit="sim s", disable=not progress, dynamic_ncols=True,
+    wall = time.perf_counter()
+    bar = tqdm(total=round(sum(durations), 2), unit="sim s", disable=not progress, dynamic_ncols=True,
                bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} sim s [{elapsed}<{remaining}, {rate_fmt}]")
     try:
-        for episode in episodes:
-            bar.set_description(f"{episode.task} {episode.payload_grams:g} g seed {episode.seed}")
-            writer = eb.EpisodeWriter(out, episode_metadata(episode, options, start_ns))
-            wall = time.perf_counter()
-            try:
-                sim_seconds, physics = run_episode(rig, episode, writer, start_ns,
-                                          with_ft=options.ft_always or episode.force_source == "ft_sensor",
-                                          max_seconds=options.max_seconds, on_progress=bar.update)
-            except BaseException:
-                writer.close(complete=False)
-                raise
-            path = writer.close(complete=True, stop_stamp_ns=start_ns + round(sim_seconds * 1e9))
-            report.episodes.append(EpisodeResult(path, episode.task, episode.payload_grams, episode.seed,
-                                                 sim_seconds, time.perf_counter() - wall, physics, writer.counts))
-            start_ns += round(sim_seconds * 1e9) + EPISODE_GAP_NS
-            bar.set_postfix_str(f"{report.realtime_factor:.0f}x real time")
+        if jobs <= 1 or len(plan) == 1:
+            for i, planned in enumerate(plan):
+                bar.set_description(f"{planned[0]} {planned[1]:g} g seed {planned[2]}")
+                report.episodes.append(_run_planned(options, planned, first_id + i, starts[i], bar.update))
+                bar.set_postfix_str(f"{report.realtime_factor:.0f}x real time")
+        else:
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
+                futures = [pool.submit(_run_planned, options, planned, first_id + i, starts[i])
+                           for i, planned in enumerate(plan)]
+                for future, duration in zip(futures, durations, strict=True):
+                    report.episodes.append(future.result())
+                    bar.update(duration)
     finally:
         bar.close()
+    report.elapsed_seconds = time.perf_counter() - wall
     share = report.physics_seconds / max(report.wall_seconds, 1e-9)
     log(f"generated {len(report.episodes)} episode(s), {report.sim_seconds:.1f} s simulated in "
-        f"{report.wall_seconds:.1f} s wall: {report.realtime_factor:.1f}x real time "
+        f"{report.elapsed_seconds:.1f} s wall ({jobs} job(s)): {report.realtime_factor:.1f}x real time "
         f"({100 * share:.0f} % of it in the rig physics) -> {out}")
     return report
