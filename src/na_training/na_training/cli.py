@@ -1,0 +1,165 @@
+"""``na-train``: convert bags to NAD, fit the NeuralActuator through MJX, export ONNX."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_CONFIG = Path("config/train/tiny.yaml")
+
+
+def enable_compile_cache() -> None:
+    """Persist XLA compilations (MJX compiles for minutes on a CPU): ``NA_JAX_CACHE`` or ~/.cache/na_training/jax;
+    ``NA_JAX_CACHE=off`` disables it."""
+    import os
+
+    import jax
+
+    where = os.environ.get("NA_JAX_CACHE", str(Path.home() / ".cache" / "na_training" / "jax"))
+    if where.lower() != "off":
+        jax.config.update("jax_compilation_cache_dir", where)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+def _load_episodes(nad: str, config) -> tuple[list, list, str]:
+    from na_training.batches import from_nad_episode
+    from na_training.nad import load_nad, read_info
+
+    info = read_info(nad)
+    loss = config.loss
+    train = [from_nad_episode(ep, loss.condition_joint, loss.condition_tasks) for ep in load_nad(nad, "train")]
+    val = [from_nad_episode(ep, loss.condition_joint, loss.condition_tasks) for ep in load_nad(nad, "val")]
+    if not train:
+        raise ValueError(f"{nad}: the train split is empty")
+    return train, val, str(info.get("dataset_id", ""))
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    from na_training.config import ConfigError, load_config
+
+    enable_compile_cache()
+    try:
+        config = load_config(args.config)
+        if args.steps is not None:
+            config = replace(config, steps=args.steps)
+        if args.seed is not None:
+            config = replace(config, seed=args.seed)
+        if args.synthetic:
+            from na_training.synthetic import synthetic_episode
+
+            train = [synthetic_episode(args.synthetic_frames, seed=1000 + k) for k in range(args.synthetic)]
+            val = [synthetic_episode(args.synthetic_frames, seed=2000 + k) for k in range(max(1, args.synthetic // 8))]
+            dataset_id = f"synthetic-{args.synthetic}x{args.synthetic_frames}"
+        elif args.nad:
+            train, val, dataset_id = _load_episodes(args.nad, config)
+        else:
+            print("na-train fit: error: give --nad NAD (or --synthetic N for a self-check)", file=sys.stderr)
+            return 2
+        config = replace(config, dataset_id=dataset_id)
+        from na_training.model import parameter_count
+        from na_training.train import Trainer
+
+        trainer = Trainer(config, train, val, run_dir=args.out)
+        print(f"NeuralActuator: {parameter_count(trainer.model):,} parameters; {len(train)} train / {len(val)} val "
+              f"episodes; horizon curriculum {list(config.curriculum)}; run directory {args.out}")
+        last = trainer.fit(resume=not args.no_resume, progress=not args.quiet)
+        trainer.close()
+    except (ConfigError, ValueError, FileNotFoundError, FloatingPointError) as err:
+        print(f"na-train fit: error: {err}", file=sys.stderr)
+        return 2
+    if last:
+        print(f"done: step {trainer.state.step}, loss {last['loss']:.4g}, arm MAE {last['arm_mae_rad']:.4g} rad, "
+              f"force MAE {last['force_mae']:.4g} N")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from na_training.export import ExportError, export_model
+    from na_training.train import load_trained_model
+
+    try:
+        model, description = load_trained_model(args.run, step=args.step, use_ema=not args.raw_weights)
+        windows = labels = None
+        if args.nad:
+            from na_estimator.features import history_windows
+
+            from na_training.batches import from_nad_episode
+            from na_training.nad import load_nad
+
+            episodes = [from_nad_episode(ep) for ep in load_nad(args.nad, args.split)]
+            pad = np.asarray(description["feature_stats"]["mean"])
+            rng = np.random.default_rng(0)
+            chosen, chosen_labels = [], []
+            for ep in episodes:
+                all_windows = history_windows(ep.features, pad, model.config.history_length)
+                pick = rng.choice(len(ep), size=min(len(ep), args.check_windows), replace=False)
+                chosen.append(all_windows[pick])
+                chosen_labels.append(ep.force[pick])
+            if chosen:
+                windows, labels = np.concatenate(chosen), np.concatenate(chosen_labels)
+        report = export_model(model, description, args.out, windows, force_labels=labels, int8=args.int8)
+    except (ExportError, FileNotFoundError, ValueError) as err:
+        print(f"na-train export: error: {err}", file=sys.stderr)
+        return 2
+    for line in report.lines():
+        print(line)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="na-train", description="NeuralActuator training tools: bag -> NAD conversion, training through "
+                                     "differentiable MuJoCo MJX, ONNX export.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    try:
+        from na_training.convert import add_convert_parser, run_convert
+
+        add_convert_parser(sub).set_defaults(handler=run_convert)
+    except ImportError:     # the converter is optional for training-only installs
+        pass
+
+    fit = sub.add_parser("fit", help="train a NeuralActuator on a NAD dataset",
+                         description="Train the NeuralActuator Transformer by back-propagating pose losses through "
+                                     "MJX rollouts (force/gate/condition heads supervised directly). Resumes from "
+                                     "the latest checkpoint in --out unless --no-resume.")
+    fit.add_argument("--config", default=str(DEFAULT_CONFIG),
+                     help=f"training config YAML (default: {DEFAULT_CONFIG}; config/train/paper.yaml for the paper)")
+    fit.add_argument("--nad", help="NAD dataset directory (train and val splits are used)")
+    fit.add_argument("--out", required=True, help="run directory: run.json, metrics.jsonl, checkpoints/")
+    fit.add_argument("--steps", type=int, help="total optimisation steps (overrides the config)")
+    fit.add_argument("--seed", type=int, help="random seed (overrides the config)")
+    fit.add_argument("--no-resume", action="store_true", help="start from scratch even if --out has checkpoints")
+    fit.add_argument("--synthetic", type=int, default=0, metavar="N",
+                     help="train on N synthetic episodes from the simulator instead of a NAD (self-check)")
+    fit.add_argument("--synthetic-frames", type=int, default=400, help="frames per synthetic episode (default 400)")
+    fit.add_argument("--quiet", action="store_true", help="no progress bar")
+    fit.set_defaults(handler=run_fit)
+
+    export = sub.add_parser("export", help="export a trained run to ONNX (model contract, metadata)",
+                            description="Export the EMA weights of a run directory to ONNX with the normalisation "
+                                        "inside the graph, check ONNX Runtime against JAX (max |diff| <= 1e-4) on "
+                                        "random and, with --nad, real windows; --int8 adds a dynamic-int8 variant.")
+    export.add_argument("run", metavar="RUN", help="run directory written by 'na-train fit'")
+    export.add_argument("--out", required=True, help="output .onnx path")
+    export.add_argument("--int8", action="store_true", help="also write OUT.int8.onnx and report its force error")
+    export.add_argument("--nad", help="NAD dataset for real check windows")
+    export.add_argument("--split", default="test", choices=("train", "val", "test"), help="split for --nad")
+    export.add_argument("--check-windows", type=int, default=64, help="real windows per episode (default 64)")
+    export.add_argument("--step", type=int, help="checkpoint step (default: latest)")
+    export.add_argument("--raw-weights", action="store_true", help="export the raw instead of the EMA weights")
+    export.set_defaults(handler=run_export)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.handler(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Training configuration: dataclasses with the paper's defaults, loaded from ``config/train/*.yaml``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from na_training.model import ModelConfig
+
+
+class ConfigError(ValueError):
+    """A training config file is missing, malformed or has unknown keys."""
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    """Loss weights (paper Appendix B-a; FACTS §4): 100·(arm + 0.02·gripper_mm) + 30·force + 1·gate."""
+
+    position_weight: float = 100.0
+    gripper_weight: float = 0.02
+    force_weight: float = 30.0
+    gate_weight: float = 1.0
+    condition_weight: float = 0.0          # 100 on motor-condition runs (paper), 0 otherwise
+    force_beta: float = 1.0                # Huber transition: 0.15 for force-sensor runs, 1.0 otherwise
+    nonzero_force_weight: float = 5.0      # w_focal: 5 (3 for the force-sensor run)
+    contact_threshold: float = 0.01        # N, |f| above this is a contact/nonzero label (paper eps)
+    mask_invalid_force: bool = True        # per-channel validity mask on the force loss
+    condition_joint: str = "joint3"        # the supervised condition channel (paper Sec. IV-G)
+    condition_tasks: tuple[str, ...] = ()  # tasks whose episodes carry the condition loss; () = every labelled one
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """AdamW with linear warm-up and cosine decay to a floor (paper Appendix B-c)."""
+
+    learning_rate: float = 1e-4
+    weight_decay: float = 1e-4
+    grad_clip: float = 1.0
+    warmup_steps: int = 500
+    decay_steps: int = 100_000             # cosine horizon, independent of the run length (paper)
+    final_lr_fraction: float = 0.05        # floor of the cosine, as a fraction of learning_rate
+    ema_decay: float = 0.999
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Differentiable simulator settings (FACTS §4: 4 substeps of 0.00425 s, velocity clip 10 rad/s, float64)."""
+
+    substeps: int = 4
+    max_joint_velocity: float = 10.0
+    float64: bool = True
+    remat: bool = True                     # jax.checkpoint on each frame of the rollout (memory for BPTT)
+    initial_position_noise: float = 0.15   # rad, uniform on the arm joints' initial simulated position (training only)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    sim: SimConfig = field(default_factory=SimConfig)
+    batch_size: int = 16
+    steps: int = 30_000
+    # Horizon curriculum (paper Appendix B-b): [start_step, horizon] pairs, 128 -> 256 -> 320.
+    curriculum: tuple[tuple[int, int], ...] = ((0, 128), (10_000, 256), (20_000, 320))
+    label_shift: int = 1                   # force/gate/condition labels paired with t+1 (paper Appendix B-a)
+    seed: int = 0
+    log_every: int = 10
+    eval_every: int = 500
+    eval_batches: int = 4
+    checkpoint_every: int = 1000
+    keep_checkpoints: int = 3
+    dataset_id: str = ""
+
+    def horizon_at(self, step: int) -> int:
+        horizon = self.curriculum[0][1]
+        for start, value in self.curriculum:
+            if step >= start:
+                horizon = value
+        return horizon
+
+    @property
+    def max_horizon(self) -> int:
+        return max(h for _, h in self.curriculum)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["curriculum"] = [list(pair) for pair in self.curriculum]
+        data["loss"]["condition_tasks"] = list(self.loss.condition_tasks)
+        return data
+
+
+def _build(cls, raw: dict[str, Any] | None, where: str):
+    raw = dict(raw or {})
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
+    if "condition_tasks" in raw:
+        raw["condition_tasks"] = tuple(raw["condition_tasks"] or ())
+    try:
+        return cls(**raw)
+    except TypeError as err:
+        raise ConfigError(f"{where}: {err}") from err
+
+
+def config_from_dict(raw: dict[str, Any], where: str = "config") -> TrainConfig:
+    raw = dict(raw or {})
+    sections = {"model": ModelConfig, "loss": LossConfig, "optim": OptimConfig, "sim": SimConfig}
+    built = {name: _build(cls, raw.pop(name, None), f"{where}: {name}") for name, cls in sections.items()}
+    if "curriculum" in raw:
+        try:
+            raw["curriculum"] = tuple((int(s), int(h)) for s, h in raw["curriculum"])
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"{where}: curriculum must be a list of [start_step, horizon] pairs") from err
+    config = replace(_build(TrainConfig, raw, where), **built)
+    validate(config, where)
+    return config
+
+
+def validate(config: TrainConfig, where: str = "config") -> None:
+    problems = []
+    if not config.curriculum or config.curriculum[0][0] != 0:
+        problems.append("curriculum must start at step 0")
+    if any(h < 1 for _, h in config.curriculum):
+        problems.append("horizons must be positive")
+    if [s for s, _ in config.curriculum] != sorted(s for s, _ in config.curriculum):
+        problems.append("curriculum steps must increase")
+    if config.batch_size < 1 or config.steps < 0:
+        problems.append("batch_size must be >= 1 and steps >= 0")
+    if config.model.d_model % config.model.num_heads:
+        problems.append("model.d_model must be divisible by model.num_heads")
+    if config.sim.substeps < 1:
+        problems.append("sim.substeps must be >= 1")
+    if not 0.0 <= config.optim.ema_decay < 1.0:
+        problems.append("optim.ema_decay must be in [0, 1)")
+    if problems:
+        raise ConfigError(f"{where}: " + "; ".join(problems))
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"training config not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: invalid YAML ({err})") from err
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    raw.update(overrides or {})
+    return config_from_dict(raw, str(path))

@@ -1,0 +1,124 @@
+"""Recorded-telemetry-conditioned MJX rollout of the arm driven by the model's torque surrogate.
+
+At every frame the model sees a window whose current token is built, through the shared feature
+contract, from the *simulated* position, velocity and slide (tracking errors recomputed) and the
+*recorded* goals and telemetry (current, voltage, temperature); its clipped torque surrogate then
+drives ``substeps`` MuJoCo steps (paper Sec. III-D, Eq. 10; FACTS §4). ``lax.scan`` over frames,
+reverse-mode gradients through the whole horizon (BPTT), ``jax.checkpoint`` per frame.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+from flax import nnx
+from mujoco import mjx
+from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
+from na_estimator.features import compute_features
+
+from na_description import RobotSpec, load_spec
+from na_training.config import SimConfig
+
+
+def enable_float64(enabled: bool = True) -> None:
+    """MJX runs in float64 when x64 is on (FACTS §4); the model itself stays float32."""
+    jax.config.update("jax_enable_x64", bool(enabled))
+
+
+class ArmSimulator:
+    """The spec's arm in MJX with contacts and the constraint solver off (differentiable)."""
+
+    def __init__(self, spec: RobotSpec | None = None, sim: SimConfig | None = None) -> None:
+        self.spec = spec or load_spec()
+        self.config = sim or SimConfig()
+        model = load_model(self.spec, contacts=False, constraints=False)
+        frame = model.opt.timestep * self.config.substeps
+        if abs(frame - self.spec.frame_period) > 1e-9:
+            raise ValueError(f"{self.config.substeps} substeps of {model.opt.timestep} s make {frame} s per frame, "
+                             f"the spec's data frame is {self.spec.frame_period} s")
+        self.mj_model = model
+        self.mjx_model = mjx.put_model(model)
+        names = self.spec.joint_names
+        self.qpos_index = jnp.asarray(joint_qpos_indices(model, names))
+        self.dof_index = jnp.asarray(joint_dof_indices(model, names))
+        self.actuator_index = jnp.asarray([mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in names])
+        self.effort_bounds = np.asarray(self.spec.effort_bounds)
+        self._blank = mjx.make_data(self.mjx_model)
+        self.dtype = self._blank.qpos.dtype
+
+    def initial_state(self, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:
+        """One unbatched state from spec-ordered coordinates (arm rad, gripper slide m)."""
+        data = self._blank
+        return data.replace(qpos=data.qpos.at[self.qpos_index].set(qpos.astype(self.dtype)),
+                            qvel=data.qvel.at[self.dof_index].set(qvel.astype(self.dtype)))
+
+    def clip_torque(self, torque: jax.Array) -> jax.Array:
+        """tau = clip(tau_pred, -bound, +bound) with the spec's effort bounds (paper Eq. 10)."""
+        bound = jnp.asarray(self.effort_bounds, dtype=torque.dtype)
+        return jnp.clip(torque, -bound, bound)
+
+    def advance(self, data: mjx.Data, torque: jax.Array) -> mjx.Data:
+        """One data frame: ``substeps`` MuJoCo steps with the clipped torque held, joint velocity clipped."""
+        ctrl = data.ctrl.at[self.actuator_index].set(self.clip_torque(torque).astype(self.dtype))
+        data = data.replace(ctrl=ctrl)
+        limit = self.config.max_joint_velocity
+
+        def substep(state: mjx.Data, _: Any) -> tuple[mjx.Data, None]:
+            state = mjx.step(self.mjx_model, state)
+            return state.replace(qvel=jnp.clip(state.qvel, -limit, limit)), None
+
+        data, _ = jax.lax.scan(substep, data, None, length=self.config.substeps)
+        return data
+
+    def joints(self, data: mjx.Data) -> tuple[jax.Array, jax.Array]:
+        """Spec-ordered position and velocity of a (batched) state."""
+        return data.qpos[..., self.qpos_index], data.qvel[..., self.dof_index]
+
+
+def simulated_features(spec: RobotSpec, goal, qpos, qvel, current, voltage, temperature):
+    """Feature vectors from simulator coordinates (gripper slide m, m/s) via the shared contract.
+
+    The gripper velocity feature is the servo angular velocity (ArmState convention), so the slide
+    velocity is mapped back through the spec's linear gripper map."""
+    n_arm = spec.n_arm
+    velocity = jnp.concatenate([qvel[..., :n_arm], qvel[..., n_arm:] / spec.gripper.slope], axis=-1)
+    return compute_features(goal, qpos[..., :n_arm], qpos[..., n_arm], current, velocity, voltage, temperature,
+                            spec=spec, xp=jnp)
+
+
+def rollout(graphdef: nnx.GraphDef, params: nnx.State, rest: nnx.State, simulator: ArmSimulator,
+            batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    """Roll the model + simulator over ``batch`` (arrays from :mod:`na_training.batches`).
+
+    batch: ``history [B, L-1, F]`` recorded past tokens, ``qpos0``/``qvel0 [B, n]`` initial simulated
+    state, per-frame ``goal``/``current``/``voltage``/``temperature`` ``[B, H, n]``.
+    Returns per-frame ``[B, H, ...]``: the simulated ``qpos`` after each frame (the state at t+1) and
+    the model outputs at t (``torque_surrogate``, ``force``, ``contact_logit``, ``condition_logit``).
+    """
+    spec = simulator.spec
+    model = nnx.merge(graphdef, params, rest)
+    state = jax.vmap(simulator.initial_state)(batch["qpos0"], batch["qvel0"])
+    advance = jax.vmap(simulator.advance)
+    if simulator.config.remat:
+        advance = jax.checkpoint(advance)
+    per_frame = {k: jnp.swapaxes(batch[k], 0, 1) for k in ("goal", "current", "voltage", "temperature")}
+
+    def frame(carry, inputs):
+        data, past = carry
+        qpos, qvel = simulator.joints(data)
+        current_token = simulated_features(spec, inputs["goal"], qpos, qvel, inputs["current"], inputs["voltage"],
+                                           inputs["temperature"])
+        window = jnp.concatenate([past, current_token[:, None, :].astype(past.dtype)], axis=1)
+        outputs = model(window)
+        data = advance(data, outputs["torque_surrogate"])
+        next_qpos, _ = simulator.joints(data)
+        emitted = {"qpos": next_qpos, "torque_surrogate": outputs["torque_surrogate"], "force": outputs["force"],
+                   "contact_logit": outputs["contact_logit"], "condition_logit": outputs["condition_logit"]}
+        return (data, window[:, 1:]), emitted
+
+    _, emitted = jax.lax.scan(frame, (state, batch["history"]), per_frame)
+    return {k: jnp.swapaxes(v, 0, 1) for k, v in emitted.items()}

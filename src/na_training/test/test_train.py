@@ -1,0 +1,135 @@
+"""Training loop on synthetic episodes: loss falls, checkpoints resume exactly, metrics are logged,
+the run is deterministic from its seed, and ``na-train`` reports bad input clearly."""
+
+import json
+
+import numpy as np
+import pytest
+from na_training.batches import DataError, WindowSampler
+from na_training.cli import main
+from na_training.config import ConfigError, load_config
+from na_training.losses import smooth_l1
+
+from na_description import load_spec
+
+
+def test_smooth_l1_matches_its_definition():
+    error = np.array([-3.0, -0.1, 0.0, 0.05, 2.0])
+    expected = np.where(np.abs(error) < 0.15, 0.5 * error**2 / 0.15, np.abs(error) - 0.075)
+    np.testing.assert_allclose(smooth_l1(error, 0.15), expected)
+
+
+def test_windows_pair_inputs_at_t_with_targets_at_t_plus_1(synthetic_episodes):
+    episode = synthetic_episodes[0]
+    sampler = WindowSampler([episode], episode.features.mean(axis=0), history_length=9)
+    batch = sampler.windows([(0, 3)], horizon=5)
+    np.testing.assert_array_equal(batch["qpos0"][0], episode.qpos[3])
+    np.testing.assert_array_equal(batch["target_qpos"][0], episode.qpos[4:9])
+    np.testing.assert_array_equal(batch["force"][0], episode.force[4:9])
+    np.testing.assert_array_equal(batch["history"][0, -3:], episode.features[:3])
+    np.testing.assert_array_equal(batch["history"][0, 0], episode.features.mean(axis=0))
+    with pytest.raises(DataError, match="horizon"):
+        sampler.starts(len(episode))
+
+
+@pytest.mark.slow   # the first MJX + model compile takes ~1 min on 2 busy cores (seconds with a warm XLA cache)
+def test_a_few_steps_reduce_the_loss_and_checkpoints_resume(tiny_trainer, tmp_path):
+    trainer = tiny_trainer
+    probe = trainer.train_sampler.fixed(1, trainer.config.batch_size, 8, seed=99)[0]
+    before = trainer.evaluate_batch(probe)
+    records = []
+    trainer.fit(steps=12, resume=False, progress=False, on_metrics=records.append)
+    after = trainer.evaluate_batch(probe)
+    print(f"loss {before['loss']:.4f} -> {after['loss']:.4f}")
+    assert after["loss"] < 0.95 * before["loss"]
+    assert after["gripper_mm"] + after["arm"] < before["gripper_mm"] + before["arm"]   # rollout error fell
+    lines = [json.loads(line) for line in (trainer.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert any(r["split"] == "train" and r["step"] == 12 for r in lines)
+    assert all(np.isfinite(r["loss"]) for r in lines)
+    assert any(r["split"] == "val" for r in records)
+    run = json.loads((trainer.run_dir / "run.json").read_text())
+    assert run["config"]["model"]["d_model"] == 16 and len(run["feature_stats"]["mean"]) == 36
+
+    saved_params = trainer.state.params
+    trainer.step()                       # step 13, not checkpointed
+    assert trainer.restore()             # back to the step-12 checkpoint
+    assert trainer.state.step == 12
+    for a, b in zip(np.asarray(saved_params["input_projection"]["kernel"][...]).ravel()[:50],
+                    np.asarray(trainer.state.params["input_projection"]["kernel"][...]).ravel()[:50], strict=True):
+        assert a == b
+    # Deterministic from the seed: the batch of a step depends only on (seed, step).
+    np.testing.assert_array_equal(trainer.train_batch(5)["qpos0"], trainer.train_batch(5)["qpos0"])
+    assert not np.array_equal(trainer.train_batch(5)["qpos0"], trainer.train_batch(6)["qpos0"])
+
+
+def test_config_errors_are_clear(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: {d_model: 16, typo_key: 3}\n")
+    with pytest.raises(ConfigError, match="typo_key"):
+        load_config(bad)
+    bad.write_text("curriculum: [[5, 8]]\n")
+    with pytest.raises(ConfigError, match="step 0"):
+        load_config(bad)
+
+
+def test_cli_reports_bad_input(tmp_path, capsys):
+    assert main(["fit", "--out", str(tmp_path / "run"), "--config", str(tmp_path / "missing.yaml")]) == 2
+    assert "not found" in capsys.readouterr().err
+    assert main(["export", str(tmp_path / "nothing"), "--out", str(tmp_path / "m.onnx")]) == 2
+    assert "run directory" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "fit" in capsys.readouterr().out
+
+
+def _write_nad(out, episodes):
+    """A NAD written with the converter's own writer from synthetic episodes (all other columns neutral)."""
+    from na_training import nad
+
+    joints = ["joint1", "joint2", "joint3", "joint4", "gripper"]
+    columns = nad.build_columns(joints, ["joint3"], with_truth=False)
+    writer = nad.NadWriter(out, columns)
+    for k, ep in enumerate(episodes):
+        frames = len(ep)
+        data = {c.name: np.zeros(frames, dtype=c.dtype) for c in columns}
+        data["time"] = np.arange(frames) * 0.017
+        data["stamp_ns"] = 10**12 + np.arange(frames, dtype=np.int64) * 17_000_000
+        gripper = load_spec().gripper
+        velocity_servo = np.c_[ep.qvel[:, :4], ep.qvel[:, 4] / gripper.slope]   # slide m/s -> servo rad/s
+        position_servo = np.c_[ep.qpos[:, :4], gripper.slide_to_angle(ep.qpos[:, 4])]
+        for j, joint in enumerate(joints):
+            data[f"command_position_{joint}"] = ep.goal[:, j]
+            data[f"position_{joint}"] = position_servo[:, j]
+            data[f"velocity_{joint}"] = velocity_servo[:, j]
+            data[f"current_{joint}"] = ep.current[:, j]
+            data[f"input_voltage_{joint}"] = ep.voltage[:, j]
+            data[f"temperature_{joint}"] = ep.temperature[:, j]
+        data["gripper_slide"] = ep.qpos[:, 4]
+        for a, axis in enumerate("xyz"):
+            data[f"force_{axis}"] = ep.force[:, a]
+            data[f"force_valid_{axis}"] = np.ones(frames, bool)
+        data["aligned"] = data["frame_valid"] = np.ones(frames, bool)
+        data["condition_joint3"] = np.ones(frames)
+        writer.add_episode({"episode_id": f"ep{k}", "task": "free_motion", "task_instance": "free_motion",
+                            "payload_grams": 0.0, "force_source": "none", "condition": "nominal",
+                            "condition_label": 1.0, "frame_count": frames, "duration_s": frames * 0.017,
+                            "source_bag": f"bags/ep{k}", "source": "generated", "seed": k, "operator": "",
+                            "notes": "", "complete": True}, data)
+    writer.finish({"robot": "open_manipulator_x", "joint_names": joints, "condition_joints": ["joint3"]},
+                  {"episodes": []}, split_seed=0)
+
+
+def test_nad_episodes_adapt_to_training_episodes(synthetic_episodes, tmp_path):
+    from na_training.batches import from_nad_episode
+    from na_training.nad import load_nad
+
+    _write_nad(tmp_path / "nad", synthetic_episodes)
+    loaded = sorted(load_nad(tmp_path / "nad"), key=lambda ep: ep.meta["episode_id"])
+    for nad_episode, original in zip(loaded, synthetic_episodes, strict=True):
+        adapted = from_nad_episode(nad_episode)
+        np.testing.assert_allclose(adapted.features, original.features, atol=1e-9)
+        np.testing.assert_allclose(adapted.qpos, original.qpos, atol=1e-12)
+        np.testing.assert_allclose(adapted.qvel, original.qvel, atol=1e-9)
+        np.testing.assert_array_equal(adapted.force, original.force)
+        assert adapted.condition_supervised and np.all(adapted.condition == 1.0)
+        assert from_nad_episode(nad_episode, condition_tasks=("pick_place",)).condition_supervised is False
