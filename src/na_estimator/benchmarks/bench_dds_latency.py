@@ -1,0 +1,512 @@
+"""End-to-end estimator latency through DDS: publisher process -> estimator process -> subscriber process.
+
+* publisher (multiprocessing, spawn): replays follower ``na_msgs/ArmState`` + ``JointCommand`` at
+  60 Hz (the paper's control rate, Sec. IV-H), stamped with the wall clock at publish time; the frames
+  come from episode bags (``--bag``) resampled to the rate, or from a synthetic, plausible arm motion;
+* estimator: the installed ``estimator`` executable in its own process, on an ONNX model
+  (``--model``; default: the paper-sized network with random weights, normalised with statistics
+  of the replayed frames, exported into a temporary directory);
+* subscriber (multiprocessing, spawn): receipt time of each ``/estimator/estimate`` minus its
+  header stamp (= the ArmState's publish time) -> p50/p99/max, plus the estimator's counters from
+  ``/diagnostics`` (refused inputs) and the estimates lost against the states published.
+
+All three run on a private ``ROS_DOMAIN_ID`` with localhost-only discovery and stop by themselves;
+nothing is left running (cleanup in ``finally``).
+
+    python src/na_estimator/benchmarks/bench_dds_latency.py                   # 60 s, synthetic motion
+    python src/na_estimator/benchmarks/bench_dds_latency.py --bag /tmp/bags   # replay generated episodes
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(os.environ.get("NA_WORKSPACE", Path(__file__).resolve().parents[3]))
+DEFAULT_ESTIMATOR = ROOT / "install" / "na_estimator" / "lib" / "na_estimator" / "estimator"
+ARM_TOPIC = "/follower/arm_state"
+COMMAND_TOPIC = "/follower/command"
+ESTIMATE_TOPIC = "/estimator/estimate"
+CONTROL_RATE_HZ = 60.0           # the paper's control rate (Sec. IV-H: "above the 60 Hz control rate")
+QUEUE_DEPTH = 10                 # the estimator's own QoS depth (reliable)
+NOMINAL_VOLTAGE_V = 12.0         # XM430-W350 nominal supply (datasheet: 10.0-14.8 V, 12 V recommended)
+FRAME_KEYS = ("position", "velocity", "current", "pwm", "input_voltage", "temperature", "goal_position",
+              "gripper_slide", "goal_gripper_slide", "command", "command_slide")
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- replayed frames
+def synthetic_frames(count: int, rate: float, seed: int = 0) -> dict[str, np.ndarray]:
+    """Plausible follower telemetry: slow sinusoidal teleoperation within the joint limits, the
+    follower lagging its command by 30 ms, currents that grow with the load, 12 V, 34-38 degC."""
+    from na_description import load_spec
+
+    spec = load_spec()
+    rng = np.random.default_rng(seed)
+    n = spec.n_motors
+    lower, upper = spec.servo_angle_limits()
+    centre = (lower + upper) / 2.0
+    amplitude = np.minimum(0.35 * (upper - lower) / 2.0, 0.6)
+    period = np.array([7.0, 5.0, 6.0, 4.0, 8.0])[:n]
+    phase = rng.uniform(0.0, 2.0 * np.pi, n)
+    t = np.arange(count)[:, None] / rate
+
+    def pose(time_s: np.ndarray) -> np.ndarray:
+        return centre + amplitude * np.sin(2.0 * np.pi * time_s / period + phase)
+
+    lag_s = 0.03
+    command = pose(t)
+    position = pose(t - lag_s) + rng.normal(0.0, 0.0015, (count, n))        # ~1 encoder tick of noise
+    velocity = (amplitude * 2.0 * np.pi / period * np.cos(2.0 * np.pi * (t - lag_s) / period + phase)
+                + rng.normal(0.0, 0.02, (count, n)))
+    current = (0.08 + 0.35 * np.abs(np.sin(position + 0.5)) * np.sign(np.cos(position))
+               + rng.normal(0.0, 0.01, (count, n)))
+    gripper = next(k for k, j in enumerate(spec.joints) if j.type == "gripper")
+    slide = spec.gripper.angle_to_slide(position[:, gripper])
+    return {
+        "position": position, "velocity": velocity, "current": current,
+        "pwm": np.clip(current / 1.5, -1.0, 1.0),
+        "input_voltage": NOMINAL_VOLTAGE_V + rng.normal(0.0, 0.03, (count, n)),
+        "temperature": 34.0 + np.arange(n)[None, :] * 1.0 + 0.5 * t / max(t[-1, 0], 1.0),
+        "goal_position": command, "gripper_slide": np.asarray(slide, float),
+        "goal_gripper_slide": np.asarray(spec.gripper.angle_to_slide(command[:, gripper]), float),
+        "command": command, "command_slide": np.asarray(spec.gripper.angle_to_slide(command[:, gripper]), float),
+    }
+
+
+def bag_frames(path: Path, rate: float) -> dict[str, np.ndarray]:
+    """Follower states and the latest command before each, from one episode bag or a directory of
+    them, resampled to ``rate`` (latest state at or before each tick) and concatenated."""
+    from na_teleop import episode_bag as eb
+
+    episodes = [path] if (path / "metadata.yaml").is_file() else eb.list_episodes(path)
+    if not episodes:
+        raise FileNotFoundError(f"{path}: no episode bags (episode_NNNNNN directories) found")
+    parts: list[dict[str, np.ndarray]] = []
+    for episode in episodes:
+        states: list[tuple[int, Any]] = []
+        commands: list[tuple[int, Any]] = []
+        with eb.EpisodeReader(episode) as reader:
+            for topic, _, msg in reader.messages([ARM_TOPIC, COMMAND_TOPIC]):
+                stamp = eb.stamp_to_ns(msg.header.stamp)
+                (states if topic == ARM_TOPIC else commands).append((stamp, msg))
+        if not states or not commands:
+            raise ValueError(f"{episode}: needs both {ARM_TOPIC} and {COMMAND_TOPIC} messages")
+        state_stamps = np.array([s for s, _ in states])
+        command_stamps = np.array([s for s, _ in commands])
+        ticks = np.arange(state_stamps[0], state_stamps[-1], int(1e9 / rate))
+        picked = np.searchsorted(state_stamps, ticks, side="right") - 1
+        first_command = command_stamps[0]
+        picked = picked[state_stamps[picked] >= first_command]
+        if not len(picked):
+            continue
+        chosen = [states[k][1] for k in picked]
+        chosen_commands = [commands[k][1] for k in
+                           np.searchsorted(command_stamps, state_stamps[picked], side="right") - 1]
+        parts.append({
+            "position": np.array([m.position for m in chosen]), "velocity": np.array([m.velocity for m in chosen]),
+            "current": np.array([m.current for m in chosen]), "pwm": np.array([m.pwm for m in chosen]),
+            "input_voltage": np.array([m.input_voltage for m in chosen]),
+            "temperature": np.array([m.temperature for m in chosen]),
+            "goal_position": np.array([m.goal_position for m in chosen]),
+            "gripper_slide": np.array([m.gripper_slide for m in chosen]),
+            "goal_gripper_slide": np.array([m.goal_gripper_slide for m in chosen]),
+            "command": np.array([m.position for m in chosen_commands]),
+            "command_slide": np.array([m.gripper_slide for m in chosen_commands]),
+        })
+    if not parts:
+        raise ValueError(f"{path}: no follower state follows a command")
+    return {key: np.concatenate([p[key] for p in parts]) for key in FRAME_KEYS}
+
+
+def feature_stats(frames: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Normalisation statistics of the replayed frames, through the shared feature code."""
+    from na_description import load_spec
+    from na_estimator.features import FeatureStats, compute_features
+
+    spec = load_spec()
+    features = compute_features(frames["command"], frames["position"][:, : spec.n_arm], frames["gripper_slide"],
+                                frames["current"], frames["velocity"], frames["input_voltage"],
+                                frames["temperature"], spec=spec)
+    stats = FeatureStats.fit(np.asarray(features), spec)
+    return stats.mean, stats.std
+
+
+# ---------------------------------------------------------------- the publisher process
+def publisher_main(frames: dict[str, np.ndarray], rate: float, ticks: int, published, result_queue) -> None:
+    """Publish ``ticks`` JointCommand + ArmState pairs at ``rate``, each stamped at publish time."""
+    import rclpy
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    from na_description import load_spec
+    from na_msgs.msg import ArmState, JointCommand
+
+    spec = load_spec()
+    rclpy.init()
+    node = rclpy.create_node("bench_state_publisher")
+    try:
+        qos = QoSProfile(depth=QUEUE_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
+        pub_command = node.create_publisher(JointCommand, COMMAND_TOPIC, qos)
+        pub_state = node.create_publisher(ArmState, ARM_TOPIC, qos)
+        deadline = time.monotonic() + 30.0
+        while (pub_state.get_subscription_count() < 1 or pub_command.get_subscription_count() < 1):
+            if time.monotonic() > deadline:
+                result_queue.put({"error": "the estimator did not subscribe to the replayed topics within 30 s"})
+                return
+            time.sleep(0.02)
+        state = ArmState(role=ArmState.ROLE_FOLLOWER, name=spec.joint_names,
+                         hardware_error=[0] * spec.n_motors, stale=[False] * spec.n_motors)
+        state.header.frame_id = spec.base_frame
+        command = JointCommand(name=spec.joint_names)
+        n_frames = len(frames["position"])
+        period = 1.0 / rate
+        lateness: list[float] = []
+        stamps: list[int] = []
+        skipped = 0
+        start = time.monotonic() + 0.1
+        for k in range(ticks):
+            scheduled = start + k * period
+            pause = scheduled - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            late = time.monotonic() - scheduled
+            if late >= period:
+                # Like the drivers' loop (na_driver.loop_timing): a slot that passed entirely while this
+                # process was stalled is skipped, not sent in a burst.
+                skipped += 1
+                continue
+            lateness.append(late)
+            i = k % n_frames
+            stamp_ns = time.time_ns()
+            sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+            command.header.stamp.sec, command.header.stamp.nanosec = sec, nanosec
+            command.position = frames["command"][i].tolist()
+            command.gripper_slide = float(frames["command_slide"][i])
+            pub_command.publish(command)
+            state.header.stamp.sec, state.header.stamp.nanosec = sec, nanosec
+            for key in ("position", "velocity", "current", "pwm", "input_voltage", "temperature", "goal_position"):
+                setattr(state, key, frames[key][i].tolist())
+            state.gripper_slide = float(frames["gripper_slide"][i])
+            state.goal_gripper_slide = float(frames["goal_gripper_slide"][i])
+            state.bus_cycle_duration = 0.003
+            pub_state.publish(state)
+            stamps.append(stamp_ns)
+            with published.get_lock():
+                published.value += 1
+        span = (stamps[-1] - stamps[0]) * 1e-9 if len(stamps) > 1 else 0.0
+        late_ms = np.asarray(lateness or [np.nan]) * 1e3
+        result_queue.put({"published": len(stamps), "skipped": skipped,
+                          "rate_hz": (len(stamps) - 1) / span if span > 0 else float("nan"),
+                          "late_p99_ms": float(np.percentile(late_ms, 99)), "late_max_ms": float(late_ms.max())})
+    except KeyboardInterrupt:
+        pass
+    except Exception:
+        if rclpy.ok():
+            raise
+        # else: the context was shut down by a signal (the parent stopping this process): exit quietly
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+# ---------------------------------------------------------------- the subscriber process
+def subscriber_main(ready, stop, received, result_queue) -> None:
+    """Measure publish -> estimate latency until ``stop``; then wait for one more /diagnostics."""
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    from na_msgs.msg import ActuatorEstimate
+
+    rclpy.init()
+    node = rclpy.create_node("bench_estimate_subscriber")
+    latencies: list[int] = []
+    inference: list[float] = []
+    stamps: set[int] = set()
+    diagnostics: dict[str, Any] = {"values": None, "received_at": 0.0}
+
+    def on_estimate(msg: ActuatorEstimate) -> None:
+        now = time.time_ns()
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        latencies.append(now - stamp)
+        inference.append(msg.inference_latency)
+        stamps.add(stamp)
+        with received.get_lock():
+            received.value += 1
+
+    def on_diagnostics(msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name == "estimator":
+                diagnostics["values"] = {kv.key: kv.value for kv in status.values}
+                diagnostics["received_at"] = time.monotonic()
+
+    try:
+        node.create_subscription(ActuatorEstimate, ESTIMATE_TOPIC, on_estimate,
+                                 QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+        node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+        executor = SingleThreadedExecutor(context=node.context)
+        executor.add_node(node)
+        while not stop.is_set():
+            executor.spin_once(timeout_sec=0.05)
+            if (not ready.is_set() and diagnostics["values"] is not None
+                    and node.count_publishers(ESTIMATE_TOPIC) >= 1):
+                ready.set()
+        stopped_at = time.monotonic()
+        while diagnostics["received_at"] < stopped_at and time.monotonic() < stopped_at + 3.0:
+            executor.spin_once(timeout_sec=0.05)
+        result_queue.put({"latency_ns": np.asarray(latencies, dtype=np.int64),
+                          "inference_s": np.asarray(inference), "unique": len(stamps),
+                          "diagnostics": diagnostics["values"] or {},
+                          "final_diagnostics": diagnostics["received_at"] >= stopped_at})
+    except KeyboardInterrupt:
+        pass
+    except Exception:
+        if rclpy.ok():
+            raise
+        # else: the context was shut down by a signal (the parent stopping this process): exit quietly
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+# ---------------------------------------------------------------- orchestration
+@dataclass
+class Processes:
+    estimator: subprocess.Popen | None = None
+    subscriber: mp.Process | None = None
+    publisher: mp.Process | None = None
+
+    def stop_all(self) -> None:
+        for process in (self.publisher, self.subscriber):
+            if process is not None and process.is_alive():
+                process.join(2.0)           # normally already finishing: it has handed over its result
+            if process is not None and process.is_alive():
+                process.terminate()
+                process.join(5.0)
+                if process.is_alive():
+                    process.kill()
+                    process.join(2.0)
+        if self.estimator is not None and self.estimator.poll() is None:
+            self.estimator.send_signal(signal.SIGINT)
+            try:
+                self.estimator.wait(10.0)
+            except subprocess.TimeoutExpired:
+                self.estimator.kill()
+                self.estimator.wait(5.0)
+
+
+def _get(result_queue, process: mp.Process, what: str, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return result_queue.get(timeout=0.2)
+        except Exception:  # queue.Empty
+            if not process.is_alive() and result_queue.empty():
+                raise RuntimeError(f"the {what} process exited (code {process.exitcode}) without a result") from None
+    raise RuntimeError(f"no result from the {what} process within {timeout:.0f} s")
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def prepare_model(args, frames: dict[str, np.ndarray], work: Path) -> tuple[Path, str]:
+    if args.model:
+        if not args.model.is_file():
+            raise FileNotFoundError(f"model file not found: {args.model}")
+        return args.model, str(args.model)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_model_latency import export_paper_network
+
+    log("exporting the paper-sized network (random weights, normalised on the replayed frames) ...")
+    start = time.perf_counter()
+    _, report = export_paper_network(work, stats=feature_stats(frames), int8=False)
+    log(f"  exported in {time.perf_counter() - start:.1f} s")
+    return report.path, "paper-sized NeuralActuator, random weights (fp32 ONNX)"
+
+
+def run(args: argparse.Namespace) -> str:
+    os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    ticks = round(args.seconds * args.rate)
+    if args.bag:
+        log(f"reading follower states and commands from {args.bag} ...")
+        frames = bag_frames(args.bag, args.rate)
+        source = f"{args.bag} ({len(frames['position'])} frames at {args.rate:g} Hz, looped)"
+    else:
+        frames = synthetic_frames(ticks, args.rate, args.seed)
+        source = "synthetic teleoperation-like motion"
+    if not args.estimator.is_file():
+        raise FileNotFoundError(f"estimator executable not found: {args.estimator} (run ./scripts/bootstrap.sh)")
+    context = mp.get_context("spawn")
+    processes = Processes()
+    with tempfile.TemporaryDirectory(prefix="na_bench_dds_") as tmp:
+        work = Path(tmp)
+        model_path, model_text = prepare_model(args, frames, work)
+        estimator_log = work / "estimator.log"
+        try:
+            results = context.Queue()
+            ready, stop = context.Event(), context.Event()
+            published, received = context.Value("q", 0), context.Value("q", 0)
+            with estimator_log.open("w") as handle:
+                processes.estimator = subprocess.Popen(
+                    [str(args.estimator), "--ros-args", "-p", f"model_path:={model_path}",
+                     "-p", f"intra_op_threads:={args.threads}"],
+                    stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+            processes.subscriber = context.Process(target=subscriber_main, args=(ready, stop, received, results),
+                                                   name="bench-subscriber")
+            processes.subscriber.start()
+            log(f"waiting for the estimator (domain {args.domain_id}) ...")
+            deadline = time.monotonic() + args.startup_timeout
+            while not ready.wait(0.2):
+                if processes.estimator.poll() is not None:
+                    raise RuntimeError(f"the estimator exited with code {processes.estimator.returncode}:\n"
+                                       f"{_log_tail(estimator_log)}")
+                if not processes.subscriber.is_alive() or time.monotonic() > deadline:
+                    raise RuntimeError(f"the estimator did not come up within {args.startup_timeout:.0f} s:\n"
+                                       f"{_log_tail(estimator_log)}")
+            processes.publisher = context.Process(target=publisher_main,
+                                                  args=(frames, args.rate, ticks, published, results),
+                                                  name="bench-publisher")
+            processes.publisher.start()
+            log(f"replaying {ticks} states at {args.rate:g} Hz for {args.seconds:g} s ...")
+            next_report = time.monotonic() + 10.0
+            while processes.publisher.is_alive():
+                processes.publisher.join(0.5)
+                if time.monotonic() >= next_report:
+                    next_report += 10.0
+                    log(f"  published {published.value}/{ticks} states, received {received.value} estimates")
+            publisher_result = _get(results, processes.publisher, "publisher", 5.0)
+            if "error" in publisher_result:
+                raise RuntimeError(publisher_result["error"])
+            # Drain: wait until the estimates stop arriving (at most 5 s).
+            drain_end, last, last_change = time.monotonic() + 5.0, -1, time.monotonic()
+            while time.monotonic() < drain_end and received.value < publisher_result["published"]:
+                if received.value != last:
+                    last, last_change = received.value, time.monotonic()
+                elif time.monotonic() - last_change > 1.0:
+                    break
+                time.sleep(0.05)
+            stop.set()
+            subscriber_result = _get(results, processes.subscriber, "subscriber", 10.0)
+        finally:
+            processes.stop_all()
+    return format_report(args, source, model_text, publisher_result, subscriber_result)
+
+
+def format_report(args, source: str, model_text: str, publisher: dict, subscriber: dict) -> str:
+    latency_ms = subscriber["latency_ns"] * 1e-6
+    inference_ms = subscriber["inference_s"] * 1e3
+    diagnostics = subscriber["diagnostics"]
+    published = publisher["published"]
+    lost = published - subscriber["unique"]
+
+    def row(label: str, values: np.ndarray) -> str:
+        if not len(values):
+            return f"{label:<44}{'(no samples)':>12}"
+        return (f"{label:<44}{np.percentile(values, 50):>9.2f}{np.percentile(values, 99):>9.2f}"
+                f"{values.max():>9.2f}{values.mean():>9.2f}{len(values):>9}")
+
+    refusals = ("stale_input", "invalid_input", "out_of_order", "no_command", "invalid_output")
+    refused = ", ".join(f"{k} {diagnostics.get(k, '?')}" for k in refusals)
+    try:
+        handled = int(diagnostics["estimates"]) + sum(int(diagnostics[k]) for k in refusals)
+        undelivered = f"{published - handled}"
+    except (KeyError, ValueError):
+        undelivered = "? (no estimator counters)"
+    header = f"{'':<44}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'mean ms':>9}{'n':>9}"
+    lines = [
+        f"End-to-end through DDS ({os.environ.get('RMW_IMPLEMENTATION')}, domain {args.domain_id}, localhost), "
+        f"{args.seconds:g} s at {args.rate:g} Hz; three processes on this machine",
+        f"states: {source}",
+        f"model: {model_text}; ONNX Runtime intra-op threads {args.threads}",
+        f"machine: {os.cpu_count()} logical CPUs, load average "
+        f"{', '.join(f'{v:.2f}' for v in os.getloadavg())} (shared machine: figures are indicative)",
+        "",
+        header,
+        "-" * len(header),
+        row("ArmState publish -> /estimator/estimate", latency_ms),
+        row("  of which inference (ActuatorEstimate)", inference_ms),
+        "",
+        f"published states         {published} (mean rate {publisher['rate_hz']:.2f} Hz; {publisher['skipped']} slots "
+        f"skipped while the publisher was stalled; tick lateness p99 {publisher['late_p99_ms']:.2f} ms, "
+        f"max {publisher['late_max_ms']:.2f} ms)",
+        f"estimates received       {subscriber['unique']} distinct ({len(latency_ms)} messages); lost {lost} "
+        f"({100.0 * lost / max(published, 1):.2f} %)",
+        f"estimator /diagnostics   estimates {diagnostics.get('estimates', '?')}; refused: {refused}; "
+        f"window resets {diagnostics.get('window_resets', '?')}; provider {diagnostics.get('provider', '?')}; "
+        f"inference p50/p99 {diagnostics.get('latency_p50_ms', '?')}/{diagnostics.get('latency_p99_ms', '?')} ms"
+        + ("" if subscriber["final_diagnostics"] else " (no /diagnostics after the run: counters may be short)"),
+        f"never reached the core   {undelivered} states (published - estimates - refusals: overwritten in the "
+        f"estimator's depth-{QUEUE_DEPTH} keep-last queue while it was stalled, or lost in transport)",
+    ]
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description="End-to-end estimator latency through real DDS: a publisher process replays follower ArmState "
+                    "+ JointCommand, the installed estimator runs in its own process, a subscriber process "
+                    "measures publish -> /estimator/estimate latency (p50/p99/max) and losses.",
+        epilog="Runs on a private ROS_DOMAIN_ID with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST; every process it "
+               "starts is stopped before it exits.")
+    parser.add_argument("--seconds", type=float, default=60.0, help="replay duration in s (default 60)")
+    parser.add_argument("--rate", type=float, default=CONTROL_RATE_HZ,
+                        help=f"ArmState rate in Hz (default {CONTROL_RATE_HZ:g}, the paper's control rate)")
+    parser.add_argument("--bag", type=Path, help="an episode bag, or a directory of them (na-sim generate / "
+                                                 "na-record), to replay instead of synthetic motion")
+    parser.add_argument("--model", type=Path, help="exported ONNX model (default: paper-sized, random weights)")
+    parser.add_argument("--threads", type=int, default=1, help="the estimator's intra_op_threads (default 1)")
+    parser.add_argument("--estimator", type=Path, default=DEFAULT_ESTIMATOR,
+                        help=f"estimator executable (default: {DEFAULT_ESTIMATOR})")
+    parser.add_argument("--domain-id", type=int, default=101 + os.getpid() % 100,
+                        help="private ROS_DOMAIN_ID (default: 101 + pid %% 100; tests use 1-100)")
+    parser.add_argument("--startup-timeout", type=float, default=60.0,
+                        help="s to wait for the estimator to come up (default 60)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic motion")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # A plain `kill` must still run the cleanup in run()'s finally: turn SIGTERM into SystemExit.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.seconds <= 0 or args.rate <= 0 or args.threads < 1:
+        print("bench_dds_latency: error: --seconds and --rate must be positive, --threads at least 1",
+              file=sys.stderr)
+        return 2
+    if not 0 <= args.domain_id <= 232:
+        print(f"bench_dds_latency: error: --domain-id {args.domain_id} is outside 0-232", file=sys.stderr)
+        return 2
+    try:
+        print(run(args))
+    except (FileNotFoundError, ValueError, RuntimeError) as err:
+        print(f"bench_dds_latency: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bench_dds_latency: interrupted; every process it started was stopped", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
