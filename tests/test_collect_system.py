@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+
 from na_teleop.bag_repair import recover_incomplete_episodes
 from na_teleop.episode_bag import EpisodeReader
 from na_training.sim_graph import WORKSPACE, launched, ros_env, sim_rig
@@ -63,11 +64,14 @@ class Operator:
         self.executor.spin_once(timeout_sec=0.05)
 
     def wait_ready(self, graphs) -> None:
+        base = len(self.states)
+
         def ready() -> bool:
             for graph in graphs:
                 graph.check_alive()
             services = (self.start_client, self.tare_client)
-            return len(self.states) > 20 and all(c.service_is_ready() for c in services)
+            # 4 s of follower states: past the teleop's 3 s soft start (config/teleop.yaml)
+            return len(self.states) - base > 4 * ARM_RATE_HZ and all(c.service_is_ready() for c in services)
         assert self.wait_for(ready, 120.0, self.spin), "graph did not come up"
 
     def call(self, client, request, timeout: float = 30.0):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from na_teleop.launch_xml import LaunchError, load_launch, package_prefix, start_processes, stop_processes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,10 +165,9 @@ def parameters_set_by_launch(process) -> set[str]:
 @pytest.fixture
 def emulated_buses():
     """Leader and follower buses of five emulated XM430s (IDs from the robot spec) on pseudo-terminals."""
+    from na_description import load_spec
     from na_sim.dxl_emulator import DxlBusEmulator
     from na_sim.servo_registers import ServoRegisters
-
-    from na_description import load_spec
 
     buses = []
     for _ in ("leader", "follower"):
@@ -283,6 +283,7 @@ def test_teleop_graph_parameters_and_topics(ros_context, wait_for, emulated_buse
 def test_collect_graph_parameters_and_topics(ros_context, wait_for, emulated_buses, tmp_path: Path) -> None:
     """The sim branch of collect: arms on emulated buses, F/T driver on the Net F/T emulator."""
     import numpy as np
+
     from na_sim.ft_emulator import NetFtEmulator
 
     leader_bus, follower_bus = emulated_buses

@@ -18,5 +18,8 @@ setup(
     maintainer_email="maintainers@neuralactuator.invalid",
     description="Bag to NAD conversion, the NeuralActuator model in JAX/Flax, MJX rollout training, evaluation, classical baselines and ONNX export (CLI na-train).",
     license="Apache-2.0",
-    entry_points={"console_scripts": ["na-train = na_training.cli:main"]},
+    entry_points={"console_scripts": [
+        "na-train = na_training.cli:main",
+        "na-demo = na_training.demo:main",
+    ]},
 )

@@ -6,9 +6,9 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
-from na_description.model import Kinematics, load_model
 
 from na_description import SpecError, load_spec
+from na_description.model import Kinematics, load_model
 
 # URDF numbers (FACTS §1, older xacro with joint1 at z = 0.017 m), typed in independently
 # of the MJCF so that the test can catch a wrong origin or axis there.

@@ -17,10 +17,10 @@ import time
 
 import numpy as np
 from dynamixel_sdk import COMM_SUCCESS, GroupSyncRead, GroupSyncWrite, PacketHandler, PortHandler
-from na_sim.dxl_emulator import DxlBusEmulator
-from na_sim.servo_registers import ServoRegisters
 
 from na_description import xm430
+from na_sim.dxl_emulator import DxlBusEmulator
+from na_sim.servo_registers import ServoRegisters
 
 IDS = (11, 12, 13, 14, 15)
 BAUD = 1_000_000

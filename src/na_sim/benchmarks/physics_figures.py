@@ -14,10 +14,10 @@ import math
 import time
 
 import numpy as np
-from na_sim.rig import Rig
-from na_sim.servo_model import ServoParams, no_load_speed, stall_torque
 
 from na_description import xm430
+from na_sim.rig import Rig
+from na_sim.servo_model import ServoParams, no_load_speed, stall_torque
 
 FRAME = 0.017
 

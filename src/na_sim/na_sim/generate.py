@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from na_description.model import Kinematics
 
 from na_description import RobotSpec, load_spec, xm430
+from na_description.model import Kinematics
 from na_sim.rig import Rig
 from na_sim.rig_config import RigConfig
 from na_sim.tasks import PAYLOAD_TASKS, PUSH_AXES, TASK_IDS, TaskEpisode, TaskError, check_task_name, make_task

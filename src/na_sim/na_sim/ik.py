@@ -8,6 +8,7 @@ four arm joints; damped least squares on the MuJoCo tool Jacobian solves for the
 from __future__ import annotations
 
 import numpy as np
+
 from na_description.model import Kinematics
 
 PITCH_ROW = np.array([0.0, 1.0, 1.0, 1.0])   # d(pitch)/dq for joints 1-4

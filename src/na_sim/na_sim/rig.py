@@ -25,10 +25,10 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
-from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
-from na_description.spec import RobotSpec
 
 from na_description import load_spec, xm430
+from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
+from na_description.spec import RobotSpec
 from na_sim.rig_config import FixturePose, RigConfig
 from na_sim.servo_model import ServoBank, ServoParams, SimulatedServoRegisters, SupplyBus
 

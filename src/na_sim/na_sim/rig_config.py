@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import yaml
+
+from na_description.yaml_file import load_yaml_mapping
 
 RIG_CONFIG_NAME = "sim_rig.yaml"
 SERVO_CONFIG_NAME = "servo_xm430.yaml"
@@ -143,14 +144,7 @@ class RigConfig:
     def from_yaml(cls, path: str | Path | None = None) -> RigConfig:
         """Load ``config/sim_rig.yaml`` (or ``path``); missing keys keep the defaults above."""
         path = Path(path) if path is not None else find_config(RIG_CONFIG_NAME)
-        if not path.is_file():
-            raise RigConfigError(f"rig config not found: {path}")
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise RigConfigError(f"{path}: not valid YAML: {exc}") from exc
-        if not isinstance(raw, dict):
-            raise RigConfigError(f"{path}: top level must be a mapping")
+        raw = load_yaml_mapping(path, RigConfigError, "rig config")
         try:
             return cls._from_mapping(raw, path.parent)
         except (KeyError, TypeError, ValueError) as exc:

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from na_description.model import Kinematics
 
 from na_description import RobotSpec, load_spec
+from na_description.model import Kinematics
 from na_sim.ik import IKError, solve_ik, tool_pitch
 from na_sim.rig_config import FixturePose
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import dynamixel_sdk.port_handler
 import pytest
 from dynamixel_sdk import PacketHandler, PortHandler
+
 from na_sim.dxl_emulator import DxlBusEmulator
 from na_sim.servo_registers import ServoRegisters
 

@@ -26,6 +26,9 @@ from dynamixel_sdk import (
     PacketHandler,
     PortHandler,
 )
+
+from na_description import xm430
+from na_sim import protocol2 as p2
 from na_sim.faults import DxlFaults
 from na_sim.servo_registers import (
     ACCESS_ERROR,
@@ -37,9 +40,6 @@ from na_sim.servo_registers import (
     RESULT_FAIL,
     ServoRegisters,
 )
-
-from na_description import xm430
-from na_sim import protocol2 as p2
 
 REG = xm430.REGISTERS
 

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 import serial
+
 from na_sim.faults import FtFaults
 from na_sim.ft_emulator import (
     CMD_SET_SOFTWARE_BIAS,

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+
+from na_description import xm430
 from na_sim.rig_config import RigConfigError, find_config
 from na_sim.servo_model import (
     CONTROL_TABLE_DTYPE,
@@ -21,8 +23,6 @@ from na_sim.servo_model import (
     stall_torque,
 )
 from na_sim.servo_registers import ProtocolError, ServoRegisters
-
-from na_description import xm430
 
 RPM = 2 * math.pi / 60
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 
 import pytest
+
+from na_description import xm430
 from na_sim.servo_registers import (
     ACCESS_ERROR,
     DATA_LENGTH_ERROR,
@@ -16,8 +18,6 @@ from na_sim.servo_registers import (
     ProtocolError,
     ServoRegisters,
 )
-
-from na_description import xm430
 
 
 def _le(value: int, size: int) -> bytes:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from na_description.model import Kinematics
-from na_sim.ik import tool_pitch
 
 from na_description import load_spec
+from na_description.model import Kinematics
 from na_sim import tasks
+from na_sim.ik import tool_pitch
 
 RATE_HZ = 100.0
 

@@ -6,8 +6,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from na_description.yaml_file import load_yaml_mapping
 from na_training.model import ModelConfig
 
 
@@ -143,13 +142,6 @@ def validate(config: TrainConfig, where: str = "config") -> None:
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainConfig:
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"training config not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: invalid YAML ({err})") from err
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: top level must be a mapping")
+    raw = load_yaml_mapping(path, ConfigError, "training config")
     raw.update(overrides or {})
     return config_from_dict(raw, str(path))

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from na_description.yaml_file import load_yaml_mapping
 from na_training import align, labels
 from na_training.align import NS_PER_S, AlignmentError
 from na_training.labels import FixturePose, LabelError
@@ -101,14 +102,7 @@ def load_config(path: str | Path | None = None) -> dict[str, Any]:
     if path is None:
         return copy.deepcopy(DEFAULT_CONFIG)
     config_path = Path(path)
-    if not config_path.is_file():
-        raise ConvertError(f"config file not found: {config_path}")
-    try:
-        raw = yaml.safe_load(config_path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConvertError(f"{config_path}: invalid YAML ({err})") from err
-    if not isinstance(raw, Mapping):
-        raise ConvertError(f"{config_path}: expected a mapping at the top level")
+    raw = load_yaml_mapping(config_path, ConvertError, "converter config")
     return _merge(DEFAULT_CONFIG, raw, str(config_path))
 
 

@@ -26,9 +26,11 @@ from na_training.live_eval import LiveScore, score_live
 from na_training.sim_graph import WORKSPACE, GraphError, launched, ros_env, sim_rig
 
 STAGES = 7
+PROGRESS_PERIOD_S = 10.0
 DEMO_CONFIG = WORKSPACE / "config" / "train" / "demo.yaml"
 GENERATED_TASKS = ["free", "payload", "push", "nopush"]
 LIVE_PHASES = (("go_up_stay", 300.0), ("push_px", 0.0))
+STALE_PROBES = 20                   # follower states re-sent 0.5 s late per phase; none may be estimated
 
 
 class DemoError(RuntimeError):
@@ -36,12 +38,18 @@ class DemoError(RuntimeError):
 
 
 class Demo:
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, *, tasks: list[str] | None = None,
+                 payloads: str = "100,300,500", live_phases: tuple[tuple[str, float], ...] = LIVE_PHASES) -> None:
         self.args = args
         self.out = Path(args.out).resolve()
         self.logs = self.out / "logs"
         self.started = time.monotonic()
         self.stage = 0
+        self.tasks = tasks or GENERATED_TASKS
+        self.payloads = payloads
+        self.live_phases = live_phases
+        self.stale_injected = 0
+        self.stale_estimated = 0
 
     def say(self, text: str) -> None:
         print(f"[demo {self.stage}/{STAGES} {time.monotonic() - self.started:6.0f}s] {text}", flush=True)
@@ -50,30 +58,39 @@ class Demo:
         self.stage += 1
         self.say(text)
 
-    def run(self, name: str, command: list[str], *, show: bool = False) -> None:
-        """Run a CLI stage; its output goes to logs/NAME.log (and the terminal with ``show``)."""
+    def run(self, name: str, command: list[str], *, metrics: Path | None = None) -> None:
+        """Run a CLI stage with its output in logs/NAME.log; with ``metrics`` (a metrics.jsonl being
+        written), print the latest training step every few seconds."""
         log = self.logs / f"{name}.log"
         with log.open("w") as handle:
-            if show:
-                process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                assert process.stdout is not None
-                for line in process.stdout:
-                    handle.write(line)
-                    if not line.startswith("\r"):
-                        print(f"    {line.rstrip()}", flush=True)
-                code = process.wait()
-            else:
-                code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT).returncode
+            process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+            while True:
+                try:
+                    code = process.wait(timeout=PROGRESS_PERIOD_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    if metrics is not None:
+                        self._report_metrics(metrics)
         if code != 0:
             tail = "\n    ".join(log.read_text(errors="replace").splitlines()[-20:])
             raise DemoError(f"'{' '.join(command)}' failed with exit code {code} (log {log}):\n    {tail}")
 
+    def _report_metrics(self, metrics: Path) -> None:
+        lines = metrics.read_text().splitlines() if metrics.is_file() else []
+        if not lines:
+            self.say("compiling the MJX rollout ...")
+            return
+        last = json.loads(lines[-1])
+        self.say(f"step {last.get('step')}: loss {last.get('loss', float('nan')):.3f}, "
+                 f"force MAE {last.get('force_mae', float('nan')):.3f} N, "
+                 f"{last.get('frames_per_s', 0):.0f} frames/s (horizon {last.get('horizon')})")
+
     # -- stages --------------------------------------------------------------------------------
     def generate(self) -> Path:
         out = self.out / "bags" / "generated"
-        self.begin(f"generating {self.args.episodes} offline episode(s) per task of {', '.join(GENERATED_TASKS)}")
-        command = ["na-sim", "generate", "--tasks", *GENERATED_TASKS, "--episodes", str(self.args.episodes),
-                   "--payloads", "100,300,500", "--seed", str(self.args.seed), "--out", str(out), "--no-progress"]
+        self.begin(f"generating {self.args.episodes} offline episode(s) per task of {', '.join(self.tasks)}")
+        command = ["na-sim", "generate", "--tasks", *self.tasks, "--episodes", str(self.args.episodes),
+                   "--payloads", self.payloads, "--seed", str(self.args.seed), "--out", str(out), "--no-progress"]
         if self.args.quick:
             command += ["--quick", "--max-seconds", "12"]
         self.run("generate", command)
@@ -158,79 +175,96 @@ class Demo:
         self.begin(f"training a small model through MJX on the CPU ({steps} steps, {DEMO_CONFIG.name})")
         self.run("train", ["na-train", "fit", "--config", str(DEMO_CONFIG), "--nad", str(nad), "--out", str(run_dir),
                            "--steps", str(steps), "--seed", str(self.args.seed), "--no-resume", "--quiet"],
-                 show=True)
+                 metrics=run_dir / "metrics.jsonl")
         return run_dir
 
     def export(self, run_dir: Path, nad: Path) -> Path:
         model = self.out / "model.onnx"
         self.begin("exporting to ONNX and checking it against JAX")
-        self.run("export", ["na-train", "export", str(run_dir), "--out", str(model), "--nad", str(nad)], show=True)
+        self.run("export", ["na-train", "export", str(run_dir), "--out", str(model), "--nad", str(nad)])
+        for line in (self.logs / "export.log").read_text().splitlines():
+            if line.startswith("wrote"):
+                self.say(line)
         return model
 
-    def estimate_live(self, model: Path) -> tuple[LiveScore, dict[str, np.ndarray]]:
+    def estimate_live(self, model: Path) -> dict[str, tuple[LiveScore, dict[str, np.ndarray]]]:
+        """Score the estimator per live phase; also checks that stale states give no estimate."""
         import rclpy
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
 
-        from na_training.live_monitor import LiveMonitor
+        from na_training.live_monitor import LiveMonitor, Recording
 
+        phases = self.live_phases
         self.begin("running the estimator live on the rig: "
-                   + ", ".join(f"{task} ({grams:g} g)" if grams else task for task, grams in LIVE_PHASES))
+                   + ", ".join(f"{task} ({grams:g} g)" if grams else task for task, grams in phases))
         context = Context()
         rclpy.init(context=context)
         monitor = LiveMonitor(context)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(monitor.node)
+        results: dict[str, tuple[LiveScore, dict[str, np.ndarray]]] = {}
         try:
-            for task, grams in LIVE_PHASES:
-                log_dir = self.logs / f"live_{task}"
+            for task, grams in phases:
+                name = f"{task}_{grams:g}g" if grams else task
+                log_dir = self.logs / f"live_{name}"
                 with sim_rig(self.out / "sim", log_dir, task=task, payload_grams=grams,
                              seed=self.args.seed + 1) as (rig_graph, _info, _port), \
                         launched("teleop.launch.xml", {"sim": "true", "sim_dir": str(self.out / "sim")}, log_dir,
                                  env=ros_env()) as teleop, \
                         launched("estimator.launch.xml", {"model": str(model)}, log_dir, env=ros_env()) as estimator:
                     graphs = (rig_graph, teleop, estimator)
-                    monitor.active = False
-                    count = len(monitor.recording.estimate_stamps)
+                    monitor.recording = Recording()
                     monitor.active = True
-                    self._spin_until(executor, lambda c=count: len(monitor.recording.estimate_stamps) > c + 60,
+                    self._spin_until(executor, lambda: len(monitor.recording.estimate_stamps) > 60,
                                      120.0, f"estimates during {task}", graphs)
                     begin = time.monotonic()
                     self._spin_until(executor, lambda b=begin: time.monotonic() - b > self.args.live_seconds,
                                      self.args.live_seconds + 30, task, graphs)
                     monitor.active = False
-                self.say(f"{task}: {len(monitor.recording.estimate_stamps)} estimates so far")
+                    sent = monitor.inject_stale(STALE_PROBES)
+                    settle = time.monotonic()
+                    self._spin_until(executor, lambda s=settle: time.monotonic() - s > 1.0, 10.0, "stale probes",
+                                     graphs)
+                data = monitor.recording.arrays()
+                score = score_live(data["estimate_stamps"], data["estimate_force"], data["estimate_contact"],
+                                   data["inference_latency"], data["receive_delay"], data["truth_stamps"],
+                                   data["truth_force"])
+                results[name] = (score, data)
+                self.say(f"{name}: force MAE {score.force_mae:.3f} N (zero {score.zero_force_mae:.3f} N), "
+                         f"{score.estimates} estimates; {sent} stale states injected")
+            self.stale_estimated = monitor.stale_estimated()
+            self.stale_injected = len(monitor.injected)
         finally:
             executor.shutdown()
             monitor.node.destroy_node()
             rclpy.shutdown(context=context)
-        data = monitor.recording.arrays()
-        score = score_live(data["estimate_stamps"], data["estimate_force"], data["estimate_contact"],
-                           data["inference_latency"], data["receive_delay"], data["truth_stamps"], data["truth_force"])
-        return score, data
+        return results
 
-    def plot(self, data: dict[str, np.ndarray]) -> Path:
+    def plot(self, results: dict[str, tuple[LiveScore, dict[str, np.ndarray]]]) -> Path:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
         self.begin("plotting estimated against true force")
-        path = self.out / "plots" / "live_force.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        t0 = data["truth_stamps"].min()
-        fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True)
-        for k, (axis, name) in enumerate(zip(axes, "xyz", strict=True)):
-            axis.plot(data["truth_stamps"] - t0, data["truth_force"][:, k], ".", ms=1, label="rig ground truth")
-            axis.plot(data["estimate_stamps"] - t0, data["estimate_force"][:, k], ".", ms=1, label="estimator")
-            axis.set_ylabel(f"F{name} (N)")
-        axes[0].legend(loc="upper right", markerscale=8)
-        axes[-1].set_xlabel("time (s)")
-        fig.suptitle("NeuralActuator estimator on the simulated rig (base frame, environment on tool)")
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        return path
+        folder = self.out / "plots"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, (score, data) in results.items():
+            t0 = data["truth_stamps"].min()
+            fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True)
+            for k, (axis, axis_name) in enumerate(zip(axes, "xyz", strict=True)):
+                axis.plot(data["truth_stamps"] - t0, data["truth_force"][:, k], ".", ms=1, label="rig ground truth")
+                axis.plot(data["estimate_stamps"] - t0, data["estimate_force"][:, k], ".", ms=1, label="estimator")
+                axis.set_ylabel(f"F{axis_name} (N)")
+            axes[0].legend(loc="upper right", markerscale=8)
+            axes[-1].set_xlabel("time (s)")
+            fig.suptitle(f"Estimator live on the simulated rig, {name}: force MAE {score.force_mae:.2f} N "
+                         f"(always zero: {score.zero_force_mae:.2f} N)")
+            fig.tight_layout()
+            fig.savefig(folder / f"live_{name}.png", dpi=100)
+            plt.close(fig)
+        return folder
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default="demo_output", help="output directory (default ./demo_output; replaced)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated episodes and the training")
     parser.add_argument("--episodes", type=int, default=2, help="generated episodes per task (default 2)")
-    parser.add_argument("--train-steps", type=int, default=300, help="training steps (default 300)")
+    parser.add_argument("--train-steps", type=int, default=800, help="training steps (default 800)")
     parser.add_argument("--live-seconds", type=float, default=20.0,
                         help="seconds of live recording and of each live estimation phase (default 20)")
     parser.add_argument("--quick", action="store_true", help="shorter generated episodes (for CI)")
@@ -259,28 +293,41 @@ def main(argv: list[str] | None = None) -> int:
         nad = demo.convert([generated, live])
         run_dir = demo.train(nad)
         model = demo.export(run_dir, nad)
-        score, data = demo.estimate_live(model)
-        plot = demo.plot(data)
+        results = demo.estimate_live(model)
+        plots = demo.plot(results)
     except (DemoError, GraphError, ValueError) as exc:
         print(f"[demo] FAILED at stage {demo.stage}/{STAGES}: {exc}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:
         print("[demo] interrupted", file=sys.stderr)
         return 130
-    summary = {"force_mae_n": score.force_mae, "zero_force_mae_n": score.zero_force_mae,
-               "contact_accuracy": score.contact_accuracy, "inference_latency_ms": {
-                   "p50": score.inference_p50_ms, "p99": score.inference_p99_ms},
-               "state_to_estimate_latency_ms": {"p50": score.end_to_end_p50_ms, "p99": score.end_to_end_p99_ms},
-               "estimates": score.estimates, "matched": score.matched, "model": str(model),
-               "bags": str(demo.out / "bags"),
-               "nad": str(nad), "plots": str(plot.parent), "seconds": round(time.monotonic() - demo.started, 1)}
-    (demo.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    summary = write_summary(demo, results, model=model, nad=nad, plots=plots)
     print("\n=== NeuralActuator demo summary (simulated rig) ===")
-    for line in score.lines():
-        print(f"  {line}")
-    print(f"  model {model}\n  bags  {demo.out / 'bags'}\n  NAD   {nad}\n  plots {plot.parent}\n"
+    for name, (score, _) in results.items():
+        print(f"  {name}:")
+        for line in score.lines():
+            print(f"    {line}")
+    print(f"  stale states injected {demo.stale_injected}, turned into estimates {demo.stale_estimated}")
+    print(f"  model {model}\n  bags  {demo.out / 'bags'}\n  NAD   {nad}\n  plots {plots}\n"
           f"  summary {demo.out / 'summary.json'}  ({summary['seconds']:.0f} s in all)")
+    if demo.stale_estimated:
+        print("[demo] FAILED: the estimator published estimates from stale input", file=sys.stderr)
+        return 1
     return 0
+
+
+def write_summary(demo: Demo, results: dict[str, tuple[LiveScore, dict]], *, model: Path, nad: Path,
+                  plots: Path) -> dict:
+    phases = {name: {"force_mae_n": s.force_mae, "zero_force_mae_n": s.zero_force_mae,
+                     "contact_accuracy": s.contact_accuracy, "estimates": s.estimates, "matched": s.matched,
+                     "inference_latency_ms": {"p50": s.inference_p50_ms, "p99": s.inference_p99_ms},
+                     "state_to_estimate_latency_ms": {"p50": s.end_to_end_p50_ms, "p99": s.end_to_end_p99_ms}}
+              for name, (s, _) in results.items()}
+    summary = {"phases": phases, "stale_injected": demo.stale_injected, "stale_estimated": demo.stale_estimated,
+               "model": str(model), "bags": str(demo.out / "bags"), "nad": str(nad), "plots": str(plots),
+               "seconds": round(time.monotonic() - demo.started, 1)}
+    (demo.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
 
 
 if __name__ == "__main__":

@@ -19,15 +19,11 @@ from typing import Any
 
 import numpy as np
 import onnx
-from na_estimator.features import FEATURE_UNITS, SCHEMA_VERSION
 
+from na_estimator.contract import INPUT_NAME, METADATA_KEYS, OUTPUT_NAMES
+from na_estimator.features import FEATURE_UNITS, SCHEMA_VERSION
 from na_training.model import NeuralActuator, jit_forward
 
-INPUT_NAME = "features"
-OUTPUT_NAMES = ("torque_surrogate", "force_raw", "contact_prob", "force", "condition")
-METADATA_KEYS = ("schema_version", "feature_names", "feature_units", "feature_mean", "feature_std", "history_length",
-                 "joint_names", "effort_bounds", "training_config", "dataset_id", "robot", "parameter_count",
-                 "checkpoint_step", "outputs")
 OPSET = 17
 FP32_TOLERANCE = 1e-4
 
@@ -80,7 +76,7 @@ def build_metadata(description: Mapping[str, Any]) -> dict[str, str]:
     """``metadata_props`` from a run description (``na_training.train.Trainer.run_description``)."""
     config = description["config"]
     stats = description["feature_stats"]
-    return {
+    metadata = {
         "schema_version": str(description["schema_version"]),
         "feature_names": json.dumps(description["feature_names"]),
         "feature_units": json.dumps(FEATURE_UNITS if len(FEATURE_UNITS) == len(description["feature_names"])
@@ -97,6 +93,10 @@ def build_metadata(description: Mapping[str, Any]) -> dict[str, str]:
         "checkpoint_step": str(description.get("checkpoint_step", "")),
         "outputs": json.dumps(list(OUTPUT_NAMES)),
     }
+    missing = set(METADATA_KEYS) - set(metadata)
+    if missing:
+        raise ExportError(f"metadata lacks {sorted(missing)} of the model contract")
+    return metadata
 
 
 def read_metadata(path: str | Path) -> dict[str, str]:

@@ -28,13 +28,42 @@ class LiveMonitor:
         import rclpy
         from geometry_msgs.msg import WrenchStamped
 
-        from na_msgs.msg import ActuatorEstimate
+        from na_msgs.msg import ActuatorEstimate, ArmState
 
         self.node = rclpy.create_node("na_live_monitor", context=context)
         self.recording = Recording()
         self.active = False
+        self.all_estimate_stamps: set[tuple[int, int]] = set()
+        self.injected: list[tuple[int, int]] = []
+        self.last_state = None
         self.node.create_subscription(ActuatorEstimate, "/estimator/estimate", self._on_estimate, 100)
         self.node.create_subscription(WrenchStamped, "/sim/truth/wrench", self._on_truth, 100)
+        self.node.create_subscription(ArmState, "/follower/arm_state", self._on_state, 10)
+        self.state_pub = self.node.create_publisher(ArmState, "/follower/arm_state", 10)
+
+    def _on_state(self, msg) -> None:
+        self.last_state = msg
+
+    def inject_stale(self, count: int, age: float = 0.5) -> int:
+        """Publish ``count`` copies of the latest follower state stamped ``age`` s in the past (as a
+        delayed or replayed message would arrive); returns how many were sent. The estimator must not
+        turn any of them into an estimate (see :meth:`stale_estimated`)."""
+        from builtin_interfaces.msg import Time
+
+        if self.last_state is None:
+            return 0
+        now_ns = self.node.get_clock().now().nanoseconds
+        for k in range(count):
+            stamp_ns = now_ns - int(age * 1e9) + k * 1000
+            msg = self.last_state
+            msg.header.stamp = Time(sec=stamp_ns // 1_000_000_000, nanosec=stamp_ns % 1_000_000_000)
+            self.injected.append((msg.header.stamp.sec, msg.header.stamp.nanosec))
+            self.state_pub.publish(msg)
+        return count
+
+    def stale_estimated(self) -> int:
+        """How many injected stale states came back as estimates (must be 0)."""
+        return len(set(self.injected) & self.all_estimate_stamps)
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
@@ -44,6 +73,7 @@ class LiveMonitor:
         return header.stamp.sec + header.stamp.nanosec * 1e-9
 
     def _on_estimate(self, msg) -> None:
+        self.all_estimate_stamps.add((msg.header.stamp.sec, msg.header.stamp.nanosec))
         if not self.active:
             return
         rec, stamp = self.recording, self._stamp(msg.header)

@@ -9,6 +9,8 @@ reverse-mode gradients through the whole horizon (BPTT), ``jax.checkpoint`` per 
 
 from __future__ import annotations
 
+import contextlib
+import io
 from typing import Any
 
 import jax
@@ -16,12 +18,16 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 from flax import nnx
-from mujoco import mjx
-from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
-from na_estimator.features import compute_features
 
 from na_description import RobotSpec, load_spec
+from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
+from na_estimator.features import compute_features
 from na_training.config import SimConfig
+
+# mjx prints "Failed to import warp" when its optional GPU backend (warp) is absent; keep that off
+# the user's terminal.
+with contextlib.redirect_stdout(io.StringIO()):
+    from mujoco import mjx
 
 
 def enable_float64(enabled: bool = True) -> None:
