@@ -22,14 +22,14 @@ import sys
 import time
 
 import numpy as np
+
+from na_description import load_spec, xm430
 from na_driver.arm_config import build_config
 from na_driver.arm_core import ArmDriverCore
 from na_driver.loop_timing import DeadlineLoop
 from na_sim.dxl_emulator import DxlBusEmulator
 from na_sim.faults import DxlFaults
 from na_sim.servo_registers import ServoRegisters
-
-from na_description import load_spec, xm430
 
 BAUD = 1_000_000
 

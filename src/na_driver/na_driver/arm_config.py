@@ -8,9 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from na_description.spec import GripperMap
-
 from na_description import RobotSpec, load_spec, xm430
+from na_description.spec import GripperMap
 
 ROLES = ("leader", "follower")
 MAX_CURRENT_LIMIT_A = xm430.REGISTERS["current_limit"].maximum * xm430.CURRENT_UNIT_A   # 1193 units, ~3.2 A

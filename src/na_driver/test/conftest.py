@@ -6,11 +6,11 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
+
+from na_description import load_spec, xm430
 from na_sim.dxl_emulator import DxlBusEmulator
 from na_sim.faults import DxlFaults
 from na_sim.servo_registers import ServoRegisters
-
-from na_description import load_spec, xm430
 
 
 def make_servos(present_pulses: list[int] | None = None, seed: int = 0) -> list[ServoRegisters]:

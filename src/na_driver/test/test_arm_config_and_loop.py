@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from na_driver.arm_config import ConfigError, build_config, default_parameters
-from na_driver.loop_timing import DeadlineLoop, RollingStats
 
 from na_description import load_spec
+from na_driver.arm_config import ConfigError, build_config, default_parameters
+from na_driver.loop_timing import DeadlineLoop, RollingStats
 
 SPEC = load_spec()
 

@@ -6,13 +6,13 @@ import time
 
 import numpy as np
 import pytest
+
+from na_description import load_spec, xm430
 from na_driver.arm_config import build_config
 from na_driver.arm_core import ArmDriverCore, StartupError
 from na_driver.dxl_bus import BusError
 from na_driver.loop_timing import DeadlineLoop
 from na_sim.faults import DxlFaults
-
-from na_description import load_spec, xm430
 
 SPEC = load_spec()
 POSITION_RESOLUTION = 2 * np.pi / xm430.PULSES_PER_REV

@@ -7,7 +7,6 @@ import time
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from na_driver.arm_driver_node import ArmDriverNode
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -15,6 +14,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 
 from na_description import load_spec, xm430
+from na_driver.arm_driver_node import ArmDriverNode
 from na_msgs.msg import ArmState, JointCommand
 
 SPEC = load_spec()

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+
 from na_driver.ft_core import FtConfigError, FtProcessor, build_ft_config, make_source
 from na_driver.ft_sources import FtSourceError, NetFtSource, RawReading, parse_line
 from na_sim.faults import FtFaults

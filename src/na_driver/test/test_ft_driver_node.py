@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import WrenchStamped
-from na_driver.ft_driver_node import FtDriverNode
-from na_sim.faults import FtFaults
-from na_sim.ft_emulator import FtErrorModel, NetFtEmulator, SerialFtEmulator
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_srvs.srv import Trigger
+
+from na_driver.ft_driver_node import FtDriverNode
+from na_sim.faults import FtFaults
+from na_sim.ft_emulator import FtErrorModel, NetFtEmulator, SerialFtEmulator
 
 TRUE_WRENCH = np.array([0.5, 1.0, -4.0, 0.02, -0.03, 0.01])
 NOISE = FtErrorModel(force_noise_n=0.01, torque_noise_nm=0.0005, initial_offset_force_n=0.8,

@@ -9,7 +9,6 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, Vector3, WrenchStamped
-from na_description.model import Kinematics
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -18,6 +17,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker
 
 from na_description import load_spec
+from na_description.model import Kinematics
 from na_estimator.estimator_core import ArmInput, Estimate, EstimatorCore
 from na_estimator.onnx_model import DEFAULT_PROVIDERS, ModelLoadError, OnnxActuatorModel
 from na_msgs.msg import ActuatorEstimate, ArmState, Contact, JointCommand, MotorCondition

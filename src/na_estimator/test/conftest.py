@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from na_estimator.features import HISTORY_LENGTH, SCHEMA_VERSION, feature_names
 from onnx import TensorProto, helper, numpy_helper
 
 from na_description import load_spec
+from na_estimator.features import HISTORY_LENGTH, SCHEMA_VERSION, feature_names
 
 
 def build_contract_model(path: Path, *, seed: int = 0, metadata_overrides: dict[str, str] | None = None,

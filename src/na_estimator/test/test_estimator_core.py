@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
+
+from na_description import load_spec
 from na_estimator.estimator_core import ArmInput, ContactHysteresis, EstimatorCore
 from na_estimator.features import HISTORY_LENGTH, episode_features, history_windows
 from na_estimator.onnx_model import ModelLoadError, OnnxActuatorModel
-
-from na_description import load_spec
 
 SPEC = load_spec()
 PERIOD = 0.01

@@ -25,13 +25,13 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
 import numpy as np
 import rclpy
-from na_teleop.launch_xml import find_executable
-from na_teleop.teleop_core import TeleopConfig, TeleopCore
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from na_description import load_spec
 from na_msgs.msg import ArmState, JointCommand
+from na_teleop.launch_xml import find_executable
+from na_teleop.teleop_core import TeleopConfig, TeleopCore
 
 STEP_RAD = 1e-5   # joint1 increment per sample: identifies which leader sample a command answers
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from na_teleop.launch_xml import (
     LaunchError,
     expand_name,

@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+
 from na_teleop.bag_repair import recover_incomplete_episodes
 from na_teleop.episode_bag import BOOL, EpisodeReader, message_class, serialize
 from na_teleop.recorder_core import RecorderCore, RecorderError

@@ -6,8 +6,9 @@ import subprocess
 import threading
 
 import pytest
-from na_teleop.episode_bag import EpisodeReader
 from rclpy.parameter import Parameter
+
+from na_teleop.episode_bag import EpisodeReader
 
 
 def make_recorder(context, out_dir):

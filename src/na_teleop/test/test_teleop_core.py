@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from na_teleop.teleop_core import TeleopConfig, TeleopConfigError, TeleopCore, TeleopState, smoothstep
 
 from na_description import load_spec
+from na_teleop.teleop_core import TeleopConfig, TeleopConfigError, TeleopCore, TeleopState, smoothstep
 
 SPEC = load_spec()
 LOWER, UPPER = SPEC.servo_angle_limits()

@@ -19,13 +19,13 @@ class Harness:
     """The teleop node plus a peer node that plays both arm drivers and listens to the commands."""
 
     def __init__(self, context, **params) -> None:
-        from na_teleop.teleop_node import TeleopNode
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.node import Node
         from rclpy.parameter import Parameter
         from std_srvs.srv import SetBool
 
         from na_msgs.msg import ArmState, JointCommand
+        from na_teleop.teleop_node import TeleopNode
 
         # No soft start and no step limit unless a test asks: the first command equals the leader.
         settings = {"soft_start_duration": 0.0, "stale_timeout": 0.1, "max_step_per_cycle": [10.0] * N, **params}
@@ -173,9 +173,10 @@ def test_overload_on_the_follower_holds(harness, wait_for) -> None:
 
 
 def test_invalid_parameter_is_a_clear_error(ros_context) -> None:
+    from rclpy.parameter import Parameter
+
     from na_teleop.teleop_core import TeleopConfigError
     from na_teleop.teleop_node import TeleopNode
-    from rclpy.parameter import Parameter
 
     with pytest.raises(TeleopConfigError, match="joint_sign"):
         TeleopNode(context=ros_context, parameter_overrides=[Parameter("joint_sign", value=[1.0, 1.0])])

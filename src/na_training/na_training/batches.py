@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from na_estimator.features import episode_features
 
 from na_description import RobotSpec, load_spec
+from na_estimator.features import episode_features
 
 
 class DataError(ValueError):

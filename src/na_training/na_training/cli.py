@@ -1,4 +1,4 @@
-"""``na-train``: convert bags to NAD, fit the NeuralActuator through MJX, export ONNX."""
+"""``na-train``: convert bags to NAD, fit the NeuralActuator through MJX, evaluate, compare, export ONNX."""
 
 from __future__ import annotations
 
@@ -87,7 +87,6 @@ def run_export(args: argparse.Namespace) -> int:
         windows = labels = None
         if args.nad:
             from na_estimator.features import history_windows
-
             from na_training.batches import from_nad_episode
             from na_training.nad import load_nad
 
@@ -114,7 +113,8 @@ def run_export(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="na-train", description="NeuralActuator training tools: bag -> NAD conversion, training through "
-                                     "differentiable MuJoCo MJX, ONNX export.")
+                                     "differentiable MuJoCo MJX, evaluation, comparison with the classical "
+                                     "baselines, ONNX export.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     try:
         from na_training.convert import add_convert_parser, run_convert
@@ -153,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--step", type=int, help="checkpoint step (default: latest)")
     export.add_argument("--raw-weights", action="store_true", help="export the raw instead of the EMA weights")
     export.set_defaults(handler=run_export)
+
+    from na_training.baselines.compare import add_compare_parser
+    from na_training.evaluate import add_eval_parser
+
+    add_eval_parser(sub)
+    add_compare_parser(sub)
     return parser
 
 

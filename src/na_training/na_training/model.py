@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+
 from na_estimator.features import HISTORY_LENGTH, NORMALISED_CLIP, NUM_FEATURES
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
-from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
 
 from na_description import RobotSpec, load_spec
+from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
 from na_training.batches import TrainingEpisode, training_episode
 
 TORQUE_PER_AMP = 1.78     # N*m/A, XM430-W350 stall torque / stall current at 12 V (FACTS §2: 4.1 / 2.3)

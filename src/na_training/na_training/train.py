@@ -23,10 +23,10 @@ import numpy as np
 import optax
 import orbax.checkpoint as ocp
 from flax import nnx
-from na_estimator.features import SCHEMA_VERSION, FeatureStats, feature_names
 from tqdm import tqdm
 
 from na_description import RobotSpec, load_spec
+from na_estimator.features import SCHEMA_VERSION, FeatureStats, feature_names
 from na_training.batches import DataError, TrainingEpisode, WindowSampler
 from na_training.config import TrainConfig, config_from_dict
 from na_training.losses import rollout_losses

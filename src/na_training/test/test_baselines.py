@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from na_description.model import Kinematics
 from na_training.baselines.contact import ContactDetector, tune_contact_threshold
 from na_training.baselines.dynamics import (
@@ -229,9 +230,8 @@ def test_metrics_on_hand_checkable_inputs():
 
 def _write_nad(root, episodes: list[tuple[str, str, EpisodeArrays]]):
     """A real NAD v1 (na_training.nad writer) holding synthetic episodes; unused telemetry is constant."""
-    from na_training.nad import NadWriter, build_columns
-
     from na_description import load_spec
+    from na_training.nad import NadWriter, build_columns
 
     spec = load_spec()
     columns = build_columns(spec.joint_names, ["joint3"], with_truth=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from na_training.baselines.condition import (
     FEATURE_NAMES,
     RF_DEPTH,

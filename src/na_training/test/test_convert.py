@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from na_training.labels import ft_force_label, payload_force_label, rotation_from_rpy
-from na_training.nad import load_nad, read_info
 
 from na_training import convert as conv
+from na_training.labels import ft_force_label, payload_force_label, rotation_from_rpy
+from na_training.nad import load_nad, read_info
 
 JOINTS = ["joint1", "joint2", "joint3", "joint4", "gripper"]
 T0 = 1_000 * 1_000_000_000          # ns, episode start (ROS time 1000 s)
@@ -329,8 +329,9 @@ def test_rerun_is_byte_identical(write_bag, tmp_path: Path) -> None:
 
 
 def test_sqlite3_generic_bag_with_metadata_defaults(tmp_path: Path) -> None:
-    from na_teleop.episode_bag import serialize, typestore
     from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from na_teleop.episode_bag import serialize, typestore
 
     bag = tmp_path / "plain_sqlite"
     streams = standard_streams(frames=11)

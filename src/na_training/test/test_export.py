@@ -6,6 +6,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+
+from na_description import load_spec
 from na_estimator.features import FEATURE_NAMES, SCHEMA_VERSION, FeatureStats
 from na_training.config import config_from_dict
 from na_training.export import (
@@ -20,8 +22,6 @@ from na_training.export import (
 )
 from na_training.model import build_model, parameter_count
 from na_training.train import describe_run
-
-from na_description import load_spec
 
 
 @pytest.fixture(scope="module")

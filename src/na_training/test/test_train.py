@@ -5,12 +5,12 @@ import json
 
 import numpy as np
 import pytest
+
+from na_description import load_spec
 from na_training.batches import DataError, WindowSampler
 from na_training.cli import main
 from na_training.config import ConfigError, load_config
 from na_training.losses import smooth_l1
-
-from na_description import load_spec
 
 
 def test_smooth_l1_matches_its_definition():

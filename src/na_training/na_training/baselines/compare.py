@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-from na_description.spec import RobotSpec, load_spec
 from tqdm import tqdm
 
+from na_description.spec import RobotSpec, load_spec
 from na_training.baselines.condition import WINDOW_SIZE, build_windows, evaluate_condition_baselines
 from na_training.baselines.contact import ContactDetector
 from na_training.baselines.dynamics import InverseDynamicsCache

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
+
 from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
 from na_description.spec import RobotSpec, load_spec
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import mujoco
 import numpy as np
+
 from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
 from na_description.spec import load_spec
-
 from na_training.baselines.episodes import NOMINAL, EpisodeArrays
 from na_training.baselines.id_friction import stribeck_friction
 
