@@ -1,0 +1,121 @@
+"""``na-train compare`` wired into the ``na-train`` CLI: baselines alone, with a run directory, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+PUSH = np.array([2.0, -1.0, -2.5])     # N, environment on robot, base frame
+
+
+def _write_nad(root):
+    """A NAD v1 from synthetic episodes where the baselines' assumptions hold (linear current map, no friction).
+
+    Two episodes per task instance: one train, one test (the NAD split rule for n = 2)."""
+    from na_description import load_spec
+    from na_training.baselines.synthetic import SyntheticActuator, contact_force_profile, simulate_episode
+    from na_training.nad import NadWriter, build_columns
+
+    spec = load_spec()
+    actuator = SyntheticActuator(slope=np.array([1.7, 1.8, 1.6, 1.9]), offset=np.zeros(4))
+    episodes = []
+    for s in range(2):
+        episodes.append(("free", "nominal", simulate_episode(actuator, 3.0, seed=s, episode_id=f"free{s}")))
+        episodes.append(("push", "nominal", simulate_episode(
+            actuator, 3.0, seed=10 + s, episode_id=f"push{s}",
+            force_profile=contact_force_profile(PUSH * (1 + 0.2 * s), 0.8, 2.2))))
+        episodes.append(("free", "restricted_joint3", simulate_episode(
+            actuator, 3.0, seed=20 + s, restriction_stiffness=0.6, episode_id=f"band{s}")))
+    columns = build_columns(spec.joint_names, ["joint3"], with_truth=False)
+    writer = NadWriter(root, columns)
+    for task, condition, e in episodes:
+        n = e.n_frames
+        label = 0.0 if condition.startswith("restricted") else 1.0
+        data = {c.name: np.zeros(n, dtype=c.dtype) for c in columns}
+        data.update(time=e.time, stamp_ns=(e.time * 1e9).astype(np.int64), aligned=np.ones(n, bool),
+                    frame_valid=np.ones(n, bool), contact=e.contact, gripper_slide=np.full(n, 0.01),
+                    condition_joint3=np.full(n, label))
+        for k, joint in enumerate(spec.arm_joint_names):
+            data.update({f"position_{joint}": e.position[:, k], f"velocity_{joint}": e.velocity[:, k],
+                         f"current_{joint}": e.current[:, k], f"command_position_{joint}": e.goal_position[:, k]})
+        for joint in spec.joint_names:
+            data[f"input_voltage_{joint}"] = np.full(n, 12.0)
+            data[f"temperature_{joint}"] = np.full(n, 35.0)
+        for a, axis in enumerate("xyz"):
+            data[f"force_{axis}"] = e.force[:, a]
+            data[f"force_valid_{axis}"] = np.ones(n, bool)
+        writer.add_episode({"episode_id": e.episode_id, "task": task, "task_instance": f"{task}/{condition}",
+                            "payload_grams": 0.0, "force_source": "ft_sensor" if task == "push" else "none",
+                            "condition": condition, "condition_label": label, "frame_count": n,
+                            "duration_s": float(e.time[-1]), "source_bag": "", "source": "generated", "seed": 0,
+                            "operator": "test", "notes": "", "complete": True}, data)
+    return writer.finish({"robot": spec.name, "joint_names": spec.joint_names, "condition_joints": ["joint3"]},
+                         {}, split_seed=0)
+
+
+@pytest.fixture(scope="module")
+def compare_nad(tmp_path_factory):
+    return _write_nad(tmp_path_factory.mktemp("compare") / "nad")
+
+
+def test_na_train_lists_eval_and_compare(capsys):
+    from na_training.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listing = capsys.readouterr().out
+    assert "eval" in listing and "compare" in listing
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    assert "--model" in capsys.readouterr().out
+
+
+def test_compare_through_na_train_scores_every_baseline(compare_nad, tmp_path, capsys):
+    from na_training.cli import main
+
+    assert main(["compare", "--nad", str(compare_nad), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "| ID-Linear |" in printed and "Random Forest" in printed
+    results = json.loads((tmp_path / "out" / "comparison.json").read_text())
+    assert results["episodes"]["test"] == 3
+    for method in ("ID-Linear", "ID-Friction", "GMO"):
+        # exact dynamics, linear motors: every force baseline recovers the push to a few tens of mN
+        assert results["force_mae"][method]["push/0g"] < 0.05, method
+    assert results["force_mae"]["ID-Linear"]["push/0g"] < 0.1 * np.abs(PUSH).mean()
+
+
+def test_compare_exports_and_scores_a_run_directory(compare_nad, tiny_config, synthetic_episodes, tmp_path):
+    from na_training.cli import main
+    from na_training.nad import read_episode_table
+    from na_training.train import Trainer
+
+    trainer = Trainer(tiny_config, synthetic_episodes[:2], run_dir=tmp_path / "run")
+    trainer.fit(steps=0, progress=False)
+    trainer.save()
+    trainer.close()
+    assert main(["compare", "--nad", str(compare_nad), "--model", str(tmp_path / "run"),
+                 "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "model.onnx").is_file()
+    results = json.loads((tmp_path / "out" / "comparison.json").read_text())
+    learned = results["force_mae"]["NeuralActuator"]
+    assert set(learned) == set(results["force_mae"]["GMO"])        # same task/payload groups as the baselines
+    assert results["best_classical_to_learned_force_mae"] is not None
+    test_frames = sum(row["frame_count"] for row in read_episode_table(compare_nad) if row["split"] == "test")
+    restricted_frames = sum(row["frame_count"] for row in read_episode_table(compare_nad)
+                            if row["split"] == "test" and row["condition_label"] == 0.0)
+    condition = results["condition"]["NeuralActuator"]
+    assert condition["granularity"] == "frames"      # every labelled test frame, positive = restricted
+    assert (condition["samples"], condition["positives"]) == (test_frames, restricted_frames)
+
+
+def test_compare_refuses_bad_input(tmp_path, capsys):
+    from na_training.cli import main
+
+    assert main(["compare", "--nad", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["compare", "--nad", str(tmp_path), "--model", str(tmp_path / "nothing.onnx")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["compare", "--nad", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert "not a NAD directory" in capsys.readouterr().err
