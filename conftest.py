@@ -12,7 +12,8 @@ import pytest
 # Each test session gets its own DDS domain and localhost-only discovery, so parallel
 # sessions (and other ROS processes on the machine) never see each other. Set before any
 # test module imports rclpy.
-os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
+if not os.environ.get("ROS_DOMAIN_ID"):
+    os.environ["ROS_DOMAIN_ID"] = str(1 + os.getpid() % 100)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
