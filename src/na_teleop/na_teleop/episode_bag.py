@@ -106,6 +106,19 @@ def message_class(msgtype: str) -> type:
         raise EpisodeBagError(f"unknown message type '{msgtype}' (not in ROS 2 Jazzy or na_msgs)") from None
 
 
+def has_header(msgtype: str) -> bool:
+    """True when the first field of ``msgtype`` is a ``std_msgs/Header`` (its stamp can be read raw)."""
+    fields = typestore().fielddefs[msgtype][1]
+    return bool(fields) and fields[0][0] == "header" and fields[0][1][1] == "std_msgs/msg/Header"
+
+
+def cdr_header_stamp_ns(raw: bytes | memoryview) -> int:
+    """The header stamp (ns) of a CDR-serialised message whose first field is a Header, without
+    deserialising it: after the 4-byte encapsulation come int32 sec and uint32 nanosec."""
+    order = "little" if raw[1] == 1 else "big"
+    return int.from_bytes(raw[4:8], order, signed=True) * 1_000_000_000 + int.from_bytes(raw[8:12], order)
+
+
 def make_time(stamp_ns: int):
     """``builtin_interfaces/msg/Time`` from integer nanoseconds."""
     sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from na_teleop.bag_repair import recover_incomplete_episodes
-from na_teleop.episode_bag import EpisodeBagError, EpisodeWriter, task_instance_id
+from na_teleop.episode_bag import EpisodeBagError, EpisodeWriter, cdr_header_stamp_ns, has_header, task_instance_id
 
 REPORT_NAME = "report.json"
 
@@ -72,7 +72,8 @@ class RecorderCore:
                  min_free_bytes: int = 100 * 2**20, defaults: Mapping[str, Any] | None = None,
                  configured_topics: list[str] | None = None) -> None:
         self.output_dir = Path(output_dir).expanduser()
-        self.topics = dict(topics or {})   # topic -> type, grows as publishers are discovered
+        self.topics: dict[str, str] = {}   # topic -> type, grows as publishers are discovered
+        self._stamped: dict[str, bool] = {}  # topic -> its messages carry a header stamp
         self.flush_period = flush_period
         self.min_free_bytes = min_free_bytes
         self.defaults = dict(defaults or {})
@@ -82,6 +83,8 @@ class RecorderCore:
         self._last_flush = 0.0
         self.error = ""
         self.recovered: list[Path] = []
+        for name, msgtype in (topics or {}).items():
+            self.add_topic(name, msgtype)
 
     # -- set-up ----------------------------------------------------------------------------
     def prepare(self) -> list[Path]:
@@ -109,6 +112,7 @@ class RecorderCore:
     def add_topic(self, name: str, msgtype: str) -> None:
         """Record ``name`` from now on (also in the episode being recorded)."""
         self.topics[name] = msgtype
+        self._stamped[name] = has_header(msgtype)
         if self.writer is not None and name not in self.stats:
             try:
                 self.writer.add_topic(name, msgtype)
@@ -157,7 +161,9 @@ class RecorderCore:
         except OSError as exc:
             self._fail(exc)
             return
-        self.stats[topic].add(stamp_ns)
+        # Rates and gaps in the report use the sample time (header stamp) where the message has one:
+        # receive times bunch up while discovery settles. The bag's log time stays the receive time.
+        self.stats[topic].add(cdr_header_stamp_ns(raw_cdr) if self._stamped.get(topic) else stamp_ns)
         now = time.monotonic()
         if now - self._last_flush >= self.flush_period:
             self._last_flush = now

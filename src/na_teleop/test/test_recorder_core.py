@@ -134,3 +134,26 @@ def test_sigkill_keeps_finished_episodes_and_the_partial_one_readable(tmp_path) 
     assert json.loads((second / "episode.json").read_text())["recovered"] is True
     assert list(second.glob("*.mcap.partial"))   # the original bytes are kept
     assert recover_incomplete_episodes(tmp_path) == []   # idempotent
+
+
+def test_report_rates_use_header_stamps_when_messages_have_them(tmp_path) -> None:
+    """Messages that arrive in a burst but were sampled at 100 Hz report 100 Hz and a 10 ms gap."""
+    from na_teleop.episode_bag import WRENCH_STAMPED, cdr_header_stamp_ns, make_header
+
+    vector = message_class("geometry_msgs/msg/Vector3")
+    wrench = message_class("geometry_msgs/msg/Wrench")
+    stamped = message_class(WRENCH_STAMPED)
+    core = RecorderCore(tmp_path, {"/ft/wrench": WRENCH_STAMPED, **TOPICS})
+    core.prepare()
+    core.start({"task": "a"}, 0)
+    for k in range(50):
+        sample_ns = 5_000_000_000 + k * 10_000_000
+        zero = vector(x=0.0, y=0.0, z=0.0)
+        raw = serialize(stamped(header=make_header(sample_ns), wrench=wrench(force=zero, torque=zero)), WRENCH_STAMPED)
+        assert cdr_header_stamp_ns(raw) == sample_ns
+        core.on_message("/ft/wrench", 6_000_000_000 + k * 1000, raw)   # all received within 50 µs
+        core.on_message("/episode/grasp", 6_000_000_000 + k * 1000, raw_bool(True))
+    report = core.stop(7_000_000_000)
+    assert report.topics["/ft/wrench"]["rate_hz"] == pytest.approx(100.0)
+    assert report.topics["/ft/wrench"]["max_gap_s"] == pytest.approx(0.01)
+    assert report.topics["/episode/grasp"]["rate_hz"] > 1e5          # no header: receive times
