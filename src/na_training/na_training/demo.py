@@ -270,7 +270,9 @@ class Demo:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="na-demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="demo_output", help="output directory (default ./demo_output; replaced)")
+    parser.add_argument("--out", default="demo_output",
+                        help="output directory (default ./demo_output; an earlier demo's output there is "
+                             "replaced, any other folder is refused)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated episodes and the training")
     parser.add_argument("--episodes", type=int, default=2, help="generated episodes per task (default 2)")
     parser.add_argument("--train-steps", type=int, default=800, help="training steps (default 800)")
@@ -284,6 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     demo = Demo(args)
     if demo.out.exists():
+        # Replace only what an earlier demo wrote (never a folder the user keeps other data in).
+        if not demo.out.is_dir() or (any(demo.out.iterdir()) and not (demo.out / "logs").is_dir()):
+            print(f"[demo] {demo.out} exists and is not the output of an earlier demo; choose another --out",
+                  file=sys.stderr)
+            return 2
         shutil.rmtree(demo.out)
     demo.logs.mkdir(parents=True)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
