@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from na_training.baselines.condition import condition_experiment
 from na_training.baselines.episodes import RESTRICTED, EpisodeArrays
 from na_training.baselines.metrics import (
     classification_metrics,
@@ -43,7 +44,6 @@ from na_training.baselines.metrics import (
 
 HORIZONS = (100, 300, 500, 600)          # paper Tables III-VI (600 steps ~ 10 s at 60 Hz)
 CONDITION_JOINT = "joint3"               # paper Sec. IV-G
-CONDITION_TASKS = ("pick_place", "pick_place_restricted")   # the sim's "condition" task group (issue 5)
 ROLLOUT_BATCH = 8                        # episodes per compiled rollout call (fixed shape: one compilation)
 STREAM_BATCH = 1024                      # windows per compiled forward call
 RAD_TO_DEG = 180.0 / math.pi
@@ -257,8 +257,11 @@ class StreamingPredictor:
         return merged
 
 
-def condition_episodes(episodes: Sequence[EvalEpisode], tasks: Sequence[str]) -> list[EvalEpisode]:
-    """Episodes of the condition experiment: a condition task, or any episode labelled restricted."""
+def condition_episodes(episodes: Sequence[EvalEpisode], tasks: Sequence[str] = ()) -> list[EvalEpisode]:
+    """Episodes of the condition experiment: the training config's condition tasks (plus any episode
+    labelled restricted) when it names them, else the selection ``na-train compare`` uses."""
+    if not tasks:
+        return condition_experiment([], episodes)[1]
     return [e for e in episodes if e.arrays.condition is not None
             and (e.arrays.task in tasks or int(e.arrays.condition) == RESTRICTED)]
 
@@ -429,7 +432,7 @@ def evaluate(run: str | Path, nad: str | Path, split: str = "test", out: str | P
     predictor = StreamingPredictor(model)
     streaming = [predictor(e) for e in tqdm(episodes, desc="streaming", unit="episode", disable=not progress,
                                             file=sys.stderr)]
-    condition_tasks = tuple(config.loss.condition_tasks) or CONDITION_TASKS
+    condition_tasks = tuple(config.loss.condition_tasks)
     results: dict[str, Any] = {
         "run": str(run_dir), "checkpoint_step": description["checkpoint_step"], "nad": str(nad),
         "dataset_id": info.get("dataset_id"), "split": split, "episodes": len(episodes),

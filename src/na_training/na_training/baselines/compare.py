@@ -25,7 +25,12 @@ import numpy as np
 from tqdm import tqdm
 
 from na_description.spec import RobotSpec, load_spec
-from na_training.baselines.condition import WINDOW_SIZE, build_windows, evaluate_condition_baselines
+from na_training.baselines.condition import (
+    WINDOW_SIZE,
+    build_windows,
+    condition_experiment,
+    evaluate_condition_baselines,
+)
 from na_training.baselines.contact import ContactDetector
 from na_training.baselines.dynamics import InverseDynamicsCache
 from na_training.baselines.episodes import RESTRICTED, EpisodeArrays
@@ -111,7 +116,9 @@ def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArray
                     [np.linalg.norm(f, axis=1) for f in forces])
 
     joint_index = spec.joint_names.index(condition_joint)
-    train_windows, test_windows = build_windows(list(train), joint_index), build_windows(list(test), joint_index)
+    condition_train, condition_test = condition_experiment(train, test)
+    train_windows = build_windows(condition_train, joint_index)
+    test_windows = build_windows(condition_test, joint_index)
     if len(np.unique(train_windows.restricted)) == 2 and len(test_windows) > 0:
         _log(f"[compare] condition baselines on {len(train_windows)} train / {len(test_windows)} test windows")
         results["condition"] = evaluate_condition_baselines(train_windows, test_windows, seed)
@@ -124,7 +131,8 @@ def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArray
         outputs = [predictor(e) for e in tqdm(test, desc=LEARNED, unit="episode", leave=False, file=sys.stderr)]
         probs = [np.asarray(o["contact_prob"], dtype=float).reshape(-1) for o in outputs]
         score_force(LEARNED, [np.asarray(o["force"], dtype=float) for o in outputs], [p > 0.5 for p in probs], probs)
-        labelled = [(e, o) for e, o in zip(test, outputs, strict=True) if e.condition is not None]
+        in_experiment = {id(e) for e in condition_test}
+        labelled = [(e, o) for e, o in zip(test, outputs, strict=True) if id(e) in in_experiment]
         if labelled and "condition" in outputs[0]:
             # the model's condition score is 1 for nominal: restricted score = 1 − score (positive class)
             restricted_score = np.concatenate([1.0 - np.asarray(o["condition"])[:, joint_index] for _, o in labelled])

@@ -19,6 +19,7 @@ position q and goal position g of the joint over one window:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +31,26 @@ from sklearn.svm import SVC
 
 from na_training.baselines.episodes import RESTRICTED, EpisodeArrays
 from na_training.baselines.metrics import classification_metrics
+
+
+def condition_experiment(train: Sequence, test: Sequence) -> tuple[list, list]:
+    """The episodes of the motor-condition experiment (paper Sec. IV-G): those of every task that is
+    also recorded restricted (``pick_place`` with ``pick_place_restricted``), both conditions. Every
+    method is scored on these; other episodes carry a nominal label but are not part of it.
+
+    Works on ``EpisodeArrays`` or on objects holding one as ``arrays``."""
+    def arrays(e) -> EpisodeArrays:
+        return getattr(e, "arrays", e)
+
+    def base(task: str) -> str:
+        return task.removesuffix("_restricted")
+
+    labelled = [e for e in (*train, *test) if arrays(e).condition is not None]
+    tasks = {base(arrays(e).task) for e in labelled if int(arrays(e).condition) == RESTRICTED}
+    # Without any restricted episode there is no such experiment: keep every labelled episode so that
+    # a learned condition head can still be scored (the baselines then say they cannot be trained).
+    keep = {id(e) for e in labelled if not tasks or base(arrays(e).task) in tasks}
+    return [e for e in train if id(e) in keep], [e for e in test if id(e) in keep]
 
 WINDOW_SIZE = 64          # frames (paper Sec. IV-G)
 WINDOW_OVERLAP = 0.5      # 50 % (paper Sec. IV-G)
