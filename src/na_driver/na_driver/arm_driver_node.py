@@ -11,7 +11,6 @@ import time
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.task import Future
 from sensor_msgs.msg import JointState
@@ -22,7 +21,7 @@ from na_driver.arm_config import ArmConfig, ConfigError, build_config, default_p
 from na_driver.arm_core import ArmDriverCore, ArmSample, StartupError
 from na_driver.dxl_bus import BusError
 from na_driver.loop_timing import DeadlineLoop
-from na_driver.ros_params import declare_and_read, usage, wants_help
+from na_driver.ros_params import declare_and_read, run_node, usage
 from na_msgs.msg import ArmState, JointCommand
 
 PARAMETER_DESCRIPTIONS = {
@@ -224,31 +223,15 @@ HELP_SUMMARY = ("DYNAMIXEL XM430 arm driver (leader or follower): publishes arm_
                 "config/follower_arm.yaml.")
 
 
+def _spin_until_failed(node: ArmDriverNode) -> int:
+    rclpy.spin_until_future_complete(node, node.failed)
+    return 1 if node.failed.done() else 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(argv if argv is not None else sys.argv)
-    if wants_help(argv):
-        print(usage("arm_driver", HELP_SUMMARY, default_parameters(), PARAMETER_DESCRIPTIONS))
-        return 0
-    rclpy.init(args=argv)
-    node = None
-    try:
-        node = ArmDriverNode()
-        rclpy.spin_until_future_complete(node, node.failed)
-        return 1 if node.failed.done() else 0
-    except (ConfigError, StartupError) as exc:
-        rclpy.logging.get_logger("arm_driver").fatal(str(exc))
-        return 2
-    except (KeyboardInterrupt, ExternalShutdownException):
-        return 0
-    except Exception as exc:
-        if not rclpy.ok():
-            return 0              # a signal shut the context down while the node was starting
-        rclpy.logging.get_logger("arm_driver").fatal(f"arm driver failed: {exc!r}")
-        return 1
-    finally:
-        if node is not None:
-            node.close()
-        rclpy.try_shutdown()
+    return run_node("arm_driver",
+                    lambda: usage("arm_driver", HELP_SUMMARY, default_parameters(), PARAMETER_DESCRIPTIONS),
+                    ArmDriverNode, _spin_until_failed, (ConfigError, StartupError), argv)
 
 
 if __name__ == "__main__":

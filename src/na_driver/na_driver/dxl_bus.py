@@ -334,11 +334,7 @@ class DxlBus:
         for attempt in range(self.setup_retries + 1):
             if attempt:
                 self.counters.retries += 1
-            self.counters.transactions += 1
-            txpacket = [0] * _INSTRUCTION_OVERHEAD
-            txpacket[_STATUS_ID_INDEX] = servo_id
-            txpacket[5], txpacket[6], txpacket[7] = 3, 0, sdk.INST_PING
-            tx = self._os_call(self._packet.txPacket, port, txpacket)
+            tx = self._send_without_parameters(port, servo_id, sdk.INST_PING)
             if tx != sdk.COMM_SUCCESS:
                 port.is_using = False
                 continue
@@ -348,17 +344,21 @@ class DxlBus:
                 return data[0] | (data[1] << 8)
         raise BusError(f"servo {servo_id} does not answer a ping")
 
+    def _send_without_parameters(self, port, servo_id: int, instruction: int) -> int:
+        """Send an instruction packet without parameters (Ping, Reboot: LEN = 3); the SDK's result code."""
+        self.counters.transactions += 1
+        txpacket = [0] * _INSTRUCTION_OVERHEAD
+        txpacket[_STATUS_ID_INDEX] = servo_id
+        txpacket[5], txpacket[6], txpacket[7] = 3, 0, instruction
+        return self._os_call(self._packet.txPacket, port, txpacket)
+
     def reboot(self, servo_id: int) -> None:
         """Reboot one servo (clears a hardware-error trip); raises :class:`BusError` on failure."""
         port = self._require_port()
         for attempt in range(self.setup_retries + 1):
             if attempt:
                 self.counters.retries += 1
-            self.counters.transactions += 1
-            txpacket = [0] * _INSTRUCTION_OVERHEAD
-            txpacket[_STATUS_ID_INDEX] = servo_id
-            txpacket[5], txpacket[6], txpacket[7] = 3, 0, sdk.INST_REBOOT
-            tx = self._os_call(self._packet.txPacket, port, txpacket)
+            tx = self._send_without_parameters(port, servo_id, sdk.INST_REBOOT)
             port.is_using = False
             if tx != sdk.COMM_SUCCESS:
                 continue

@@ -15,7 +15,6 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import WrenchStamped
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
@@ -28,7 +27,7 @@ from na_driver.ft_core import (
     make_source,
 )
 from na_driver.ft_sources import FtSourceError
-from na_driver.ros_params import declare_and_read, usage, wants_help
+from na_driver.ros_params import declare_and_read, run_node, usage
 
 PARAMETER_DESCRIPTIONS = {
     "backend": "netft (ATI Net F/T RDT over UDP) or serial (ASCII lines '< fx fy fz mx my mz >' in mN)",
@@ -155,26 +154,22 @@ HELP_SUMMARY = ("Force/torque sensor driver (ATI Net F/T RDT over UDP, or serial
                 "config/ft_netft.yaml, config/ft_serial.yaml.")
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(argv if argv is not None else sys.argv)
-    if wants_help(argv):
-        print(usage("ft_driver", HELP_SUMMARY, default_ft_parameters(), PARAMETER_DESCRIPTIONS))
-        return 0
-    rclpy.init(args=argv)
-    node = None
+def _start_node() -> FtDriverNode:
     try:
-        node = FtDriverNode()
-        rclpy.spin(node)
-        return 0
-    except (FtConfigError, FtSourceError, FutureTimeout) as exc:
-        rclpy.logging.get_logger("ft_driver").fatal(str(exc) or "start-up tare got no good readings")
-        return 2
-    except (KeyboardInterrupt, ExternalShutdownException):
-        return 0
-    finally:
-        if node is not None:
-            node.close()
-        rclpy.try_shutdown()
+        return FtDriverNode()
+    except FutureTimeout:
+        raise FtSourceError("start-up tare got no good readings") from None
+
+
+def _spin(node: FtDriverNode) -> int:
+    rclpy.spin(node)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_node("ft_driver",
+                    lambda: usage("ft_driver", HELP_SUMMARY, default_ft_parameters(), PARAMETER_DESCRIPTIONS),
+                    _start_node, _spin, (FtConfigError, FtSourceError), argv)
 
 
 if __name__ == "__main__":
