@@ -115,7 +115,6 @@ class EstimatorCore:
         """Use ``model`` from now on (its contract was checked when it loaded); restarts the window."""
         self.model = model
         self.window = HistoryWindow(model.contract.feature_mean, model.contract.history_length, self.max_gap)
-        self._fill = 0
         self.contact.state = False
 
     def on_command(self, stamp: float, position: np.ndarray) -> bool:
@@ -157,9 +156,6 @@ class EstimatorCore:
         if self._command is None or arm.stamp - self._command_stamp > self.command_timeout:
             self.counters.no_command += 1
             return None
-        if arm.stamp - self._last_stamp > self.max_gap and self._fill:
-            self.counters.window_resets += 1
-            self._fill = 0
         self._last_stamp = arm.stamp
         try:
             frame = compute_features(self._command, arm.position[: self.spec.n_arm], np.asarray(arm.gripper_slide),
@@ -167,8 +163,9 @@ class EstimatorCore:
         except FeatureError:
             self.counters.invalid_input += 1
             return None
-        window = self.window.push(frame, arm.stamp)
-        self._fill = min(self._fill + 1, self.window.length)
+        resets = self.window.resets
+        window = self.window.push(frame, arm.stamp)          # restarts itself after a gap > max_gap
+        self.counters.window_resets += self.window.resets - resets
         outputs, latency = self.model.infer(window)
         if not all(np.all(np.isfinite(v)) for v in outputs.values()):
             self.counters.invalid_output += 1
@@ -186,5 +183,5 @@ class EstimatorCore:
             in_contact=self.contact.update(probability),
             condition=outputs["condition"].astype(float),
             latency=latency,
-            window_fill=self._fill,
+            window_fill=self.window.filled,
         )

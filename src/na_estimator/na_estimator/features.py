@@ -215,6 +215,7 @@ class HistoryWindow:
     def reset(self) -> None:
         self._window[:] = self.pad_frame
         self._last_stamp = None
+        self.filled = 0               # real (non-pad) frames in the window
         self.resets = getattr(self, "resets", 0) + 1
 
     def push(self, features: np.ndarray, stamp: float | None = None) -> np.ndarray:
@@ -228,6 +229,7 @@ class HistoryWindow:
                 self.reset()
         self._window[:-1] = self._window[1:]
         self._window[-1] = features
+        self.filled = min(self.filled + 1, self.length)
         if stamp is not None:
             self._last_stamp = stamp
         return self._window.copy()
