@@ -244,7 +244,10 @@ def check_graph(context, wait_for, launch_name: str, arguments: dict[str, str], 
         def graph_complete() -> bool:
             published = {t for fqn in nodes for t in endpoints(fqn, False)}
             wanted = {t for fqn in nodes for t in endpoints(fqn, True)} - BUILTIN_TOPICS - EXTERNAL_TOPICS
-            return bool(wanted) and wanted <= published
+            # The recorder subscribes to a topic only once it has seen its publisher: wait for the edges too.
+            edges_up = all(topic in endpoints(source, False) and (sink is None or topic in endpoints(sink, True))
+                           for source, topic, sink in edges)
+            return bool(wanted) and wanted <= published and edges_up
 
         wait_for(graph_complete, 10.0, spin)
         publishers = {fqn: endpoints(fqn, False) for fqn in nodes}
