@@ -1,24 +1,27 @@
-# Training image: JAX with CUDA for `na-train fit` on a GPU (paper-sized configs).
+# Training image: the ROS-free training tools (na-train, na-sim generate) with the CUDA build of JAX.
+# No ROS inside: bags are read with rosbags, the na_msgs definitions come from the source tree.
 # Build from the repository root:
 #   docker build -f docker/training.Dockerfile -t neuralactuator:training .
-# Run:
-#   docker run --rm -it --gpus all -v $PWD/runs:/ws/runs neuralactuator:training \
-#     na-train fit --config config/train/paper.yaml --nad runs/nad --out runs/train
+# Run (the entry point is na-train):
+#   docker run --rm --gpus all -v $PWD/runs:/runs neuralactuator:training \
+#     fit --config paper --nad /runs/nad --out /runs/train
 FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive
-RUN apt-get update && apt-get install -y --no-install-recommends \
-      software-properties-common cmake g++ make git \
+RUN apt-get update && apt-get install -y --no-install-recommends software-properties-common \
  && add-apt-repository -y ppa:deadsnakes/ppa && apt-get update \
- && apt-get install -y --no-install-recommends python3.11 python3.11-venv python3.11-dev \
+ && apt-get install -y --no-install-recommends python3.11 python3.11-venv \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /ws
-COPY . /ws
-# Wheels ROS (no /opt/ros here) plus the pinned list, then the CUDA build of the same jaxlib.
-RUN NA_PYTHON=python3.11 ./scripts/bootstrap.sh \
- && .venv/bin/pip install --no-cache-dir "jax[cuda12]==0.10.2"
+COPY requirements.txt /ws/
+RUN python3.11 -m venv /ws/.venv \
+ && /ws/.venv/bin/pip install --no-cache-dir -r requirements.txt "jax[cuda12]==0.10.2"
+COPY src /ws/src
+RUN /ws/.venv/bin/pip install --no-cache-dir --no-deps \
+      src/na_common src/na_description src/na_estimator src/na_sim src/na_training
+ENV PATH=/ws/.venv/bin:$PATH \
+    NA_MSGS_DIR=/ws/src/na_msgs/msg
 
-SHELL ["/bin/bash", "-c"]
-ENTRYPOINT ["/bin/bash", "-c", "source /ws/.venv/na_env.sh && exec \"$@\"", "--"]
-CMD ["bash"]
+ENTRYPOINT ["na-train"]
+CMD ["--help"]

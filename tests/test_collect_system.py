@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 import yaml
 
-from na_teleop.bag_repair import recover_incomplete_episodes
-from na_teleop.episode_bag import EpisodeReader
-from na_training.sim_graph import WORKSPACE, launched, ros_env, sim_rig
+from na_bringup.paths import config_file
+from na_bringup.sim_graph import launched, ros_env, sim_rig
+from na_common.bag_repair import recover_incomplete_episodes
+from na_common.episode_bag import EpisodeReader
 
-ARM_RATE_HZ = 100.0        # loop_rate of config/leader_arm.yaml and follower_arm.yaml
+ARM_RATE_HZ = 100.0        # loop_rate of na_bringup/config/leader_arm.yaml and follower_arm.yaml
 NETFT_RATE_HZ = 500.0      # the rig's Net F/T record rate; the driver publishes every record
 EPISODE_SECONDS = 6.0
 TRACKING_RMS_LIMIT = 0.05  # rad, follower vs leader one cycle earlier, arm joints
@@ -31,8 +32,8 @@ def stamp_s(msg) -> float:
 
 @pytest.fixture
 def quick_ft_config(tmp_path) -> Path:
-    """config/ft_netft.yaml with a short tare window for the test."""
-    config = yaml.safe_load((WORKSPACE / "config" / "ft_netft.yaml").read_text())
+    """na_bringup/config/ft_netft.yaml with a short tare window for the test."""
+    config = yaml.safe_load(config_file("ft_netft.yaml").read_text())
     config["/**"]["ros__parameters"]["tare_duration"] = 0.5
     path = tmp_path / "ft_quick.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -70,7 +71,7 @@ class Operator:
             for graph in graphs:
                 graph.check_alive()
             services = (self.start_client, self.tare_client)
-            # 4 s of follower states: past the teleop's 3 s soft start (config/teleop.yaml)
+            # 4 s of follower states: past the teleop's 3 s soft start (na_bringup/config/teleop.yaml)
             return len(self.states) - base > 4 * ARM_RATE_HZ and all(c.service_is_ready() for c in services)
         assert self.wait_for(ready, 120.0, self.spin), "graph did not come up"
 

@@ -9,7 +9,7 @@ import argparse
 
 import pytest
 
-from na_training.demo import Demo, build_parser
+from na_bringup.demo import Demo, build_parser
 
 LIVE_PAYLOAD_GRAMS = 400.0     # not among the training payloads (200, 300, 500 g)
 TRAIN_STEPS = 600

@@ -1,4 +1,4 @@
-"""Validation of the XML launch files in launch/ (read with na_teleop.launch_xml).
+"""Validation of the installed XML launch files of na_bringup (read with na_bringup.launch_xml).
 
 Static checks: every argument documented, every <node> names an installed package and
 executable, every parameter file exists and is a ROS 2 parameter file, the sim rig command
@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from na_teleop.launch_xml import LaunchError, load_launch, package_prefix, start_processes, stop_processes
+from na_bringup.launch_xml import LaunchError, load_launch, start_processes, stop_processes
+from na_bringup.paths import share_dir
+from na_common.ament import package_prefix
 
 ROOT = Path(__file__).resolve().parents[1]
-LAUNCH_DIR = ROOT / "launch"
+LAUNCH_DIR = share_dir() / "launch"
 EXPECTED_FILES = ("sim_rig.launch.xml", "teleop.launch.xml", "collect.launch.xml")
 # Argument sets each launch file is checked with (conditions select different branches).
 VARIANTS: dict[str, list[dict[str, str]]] = {

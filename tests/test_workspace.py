@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PYTHON_PACKAGES = ["na_description", "na_sim", "na_driver", "na_teleop", "na_estimator", "na_training"]
+PYTHON_PACKAGES = ["na_common", "na_description", "na_sim", "na_driver", "na_teleop", "na_estimator", "na_training",
+                   "na_bringup"]
 ALL_PACKAGES = ["na_msgs", *PYTHON_PACKAGES]
 
 

@@ -20,7 +20,6 @@ setup(
     license="Apache-2.0",
     entry_points={"console_scripts": [
         "teleop = na_teleop.teleop_node:main",
-        "na-launch = na_teleop.launch_xml:main",
         "recorder = na_teleop.recorder_node:main",
         "na-record = na_teleop.record_cli:main",
     ]},

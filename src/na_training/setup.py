@@ -8,6 +8,7 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(exclude=["test"]),
+    package_data={PACKAGE: ["config/*.yaml", "config/train/*.yaml"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
@@ -20,6 +21,5 @@ setup(
     license="Apache-2.0",
     entry_points={"console_scripts": [
         "na-train = na_training.cli:main",
-        "na-demo = na_training.demo:main",
     ]},
 )

@@ -16,6 +16,7 @@ from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 
+from na_common import topics
 from na_description import xm430
 from na_driver.arm_config import ArmConfig, ConfigError, build_config, default_parameters
 from na_driver.arm_core import ArmDriverCore, ArmSample, StartupError
@@ -61,11 +62,11 @@ class ArmDriverNode(Node):
         self.core = ArmDriverCore(self.config, log=self._log)
         self.core.start()
         try:
-            self._state_pub = self.create_publisher(ArmState, "arm_state", 10)
-            self._joint_pub = self.create_publisher(JointState, "joint_states", 10)
-            self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+            self._state_pub = self.create_publisher(ArmState, topics.ARM_STATE, 10)
+            self._joint_pub = self.create_publisher(JointState, topics.JOINT_STATES, 10)
+            self._diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
             if self.config.is_follower:
-                self.create_subscription(JointCommand, "command", self._on_command, 10)
+                self.create_subscription(JointCommand, topics.COMMAND, self._on_command, 10)
             self.create_service(Trigger, "~/reboot", self._on_reboot)
             self.create_service(SetBool, "~/torque", self._on_torque)
             self.create_timer(1.0, self._publish_diagnostics)
@@ -219,8 +220,8 @@ class ArmDriverNode(Node):
 
 HELP_SUMMARY = ("DYNAMIXEL XM430 arm driver (leader or follower): publishes arm_state (na_msgs/ArmState) and\n"
                 "joint_states, follows command (na_msgs/JointCommand; follower), services ~/torque (SetBool)\n"
-                "and ~/reboot (Trigger), /diagnostics. Parameter files: config/leader_arm.yaml,\n"
-                "config/follower_arm.yaml.")
+                "and ~/reboot (Trigger), /diagnostics. Parameter files: na_bringup/config/leader_arm.yaml,\n"
+                "na_bringup/config/follower_arm.yaml.")
 
 
 def _spin_until_failed(node: ArmDriverNode) -> int:

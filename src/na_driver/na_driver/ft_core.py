@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from na_driver.ft_sources import RDT_PORT, NetFtSource, RawReading, SerialLineSource
+from na_common.netft import DEFAULT_COUNTS_PER_FORCE, DEFAULT_COUNTS_PER_TORQUE, RDT_PORT
+from na_driver.ft_sources import NetFtSource, RawReading, SerialLineSource
 
 BACKENDS = ("netft", "serial")
 _MAX_TRACKED_GAP = 1000      # skipped sequence numbers remembered to recognise late (reordered) records
@@ -77,7 +78,8 @@ def build_ft_config(params: Mapping[str, Any]) -> FtConfig:
     port = int(p["port"])
     if not 0 < port < 65536:
         raise FtConfigError(f"parameter 'port' must be a UDP port 1..65535, got {port}")
-    force_default, torque_default = (1e6, 1e9) if backend == "netft" else (1000.0, 1000.0)
+    netft_scale, serial_scale = (DEFAULT_COUNTS_PER_FORCE, DEFAULT_COUNTS_PER_TORQUE), (1000.0, 1000.0)  # serial: mN
+    force_default, torque_default = netft_scale if backend == "netft" else serial_scale
     cpf = float(p["counts_per_force"]) or force_default
     cpt = float(p["counts_per_torque"]) or torque_default
     if cpf <= 0 or cpt <= 0:

@@ -18,6 +18,7 @@ from geometry_msgs.msg import WrenchStamped
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
+from na_common import topics
 from na_driver.ft_core import (
     FtConfigError,
     FtProcessor,
@@ -56,8 +57,8 @@ class FtDriverNode(Node):
         self.source = make_source(self.config)
         self.processor = FtProcessor(self.config, self.source.sequence_bits)
         self.source.open()
-        self._pub = self.create_publisher(WrenchStamped, "wrench", 50)
-        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._pub = self.create_publisher(WrenchStamped, topics.WRENCH, 50)
+        self._diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
         self.create_service(Trigger, "~/tare", self._on_tare)
         self.create_timer(1.0, self._publish_diagnostics)
         self.read_error: str | None = None
@@ -151,7 +152,7 @@ class FtDriverNode(Node):
 
 HELP_SUMMARY = ("Force/torque sensor driver (ATI Net F/T RDT over UDP, or serial lines in mN): publishes wrench\n"
                 "(geometry_msgs/WrenchStamped), service ~/tare (Trigger), /diagnostics. Parameter files:\n"
-                "config/ft_netft.yaml, config/ft_serial.yaml.")
+                "na_bringup/config/ft_netft.yaml, na_bringup/config/ft_serial.yaml.")
 
 
 def _start_node() -> FtDriverNode:

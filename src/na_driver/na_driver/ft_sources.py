@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import struct
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import serial
 
-# ATI Net F/T RDT protocol (FACTS §3).
-RDT_PORT = 49152
-RDT_HEADER = 0x1234
-RDT_CMD_STOP = 0x0000
-RDT_CMD_START_HIGH_SPEED = 0x0002
-RDT_CMD_SET_SOFTWARE_BIAS = 0x0042
-RDT_REQUEST = struct.Struct(">HHI")          # header, command, sample count (0 = forever)
-RDT_RECORD = struct.Struct(">III6i")         # rdt_sequence, ft_sequence, status, Fx Fy Fz Tx Ty Tz (counts)
-INT32_LIMITS = (-(2 ** 31), 2 ** 31 - 1)     # a count at a limit is saturated, not a measurement
+from na_common.netft import (
+    DEFAULT_COUNTS_PER_FORCE,
+    DEFAULT_COUNTS_PER_TORQUE,
+    INT32_LIMITS,
+    RDT_CMD_SET_SOFTWARE_BIAS,
+    RDT_CMD_START_HIGH_SPEED,
+    RDT_CMD_STOP,
+    RDT_HEADER,
+    RDT_PORT,
+    RDT_RECORD,
+    RDT_REQUEST,
+)
 
 
 class FtSourceError(RuntimeError):
@@ -45,8 +47,8 @@ class NetFtSource:
 
     sequence_bits = 32
 
-    def __init__(self, address: str, port: int = RDT_PORT, counts_per_force: float = 1e6,
-                 counts_per_torque: float = 1e9) -> None:
+    def __init__(self, address: str, port: int = RDT_PORT, counts_per_force: float = DEFAULT_COUNTS_PER_FORCE,
+                 counts_per_torque: float = DEFAULT_COUNTS_PER_TORQUE) -> None:
         self.address, self.port = address, int(port)
         self._scale = np.array([counts_per_force] * 3 + [counts_per_torque] * 3, dtype=float)
         self._socket: socket.socket | None = None

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from na_bringup.paths import config_file
 from na_description import load_spec
 from na_driver.arm_config import ConfigError, build_config, default_parameters
 from na_driver.loop_timing import DeadlineLoop, RollingStats
@@ -111,7 +111,7 @@ def test_rolling_stats() -> None:
 
 @pytest.mark.parametrize("name", ["leader_arm.yaml", "follower_arm.yaml"])
 def test_shipped_parameter_files_are_valid(name: str) -> None:
-    path = Path(__file__).resolve().parents[3] / "config" / name
+    path = config_file(name)
     params = yaml.safe_load(path.read_text())["/**"]["ros__parameters"]
     config = build_config(params)
     assert config.role == name.split("_")[0]

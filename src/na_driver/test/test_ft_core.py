@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from na_bringup.paths import config_file
 from na_driver.ft_core import FtConfigError, FtProcessor, build_ft_config, make_source
 from na_driver.ft_sources import FtSourceError, NetFtSource, RawReading, parse_line
 from na_sim.faults import FtFaults
@@ -49,7 +49,7 @@ def test_config_errors_name_the_parameter() -> None:
 
 @pytest.mark.parametrize("name", ["ft_netft.yaml", "ft_serial.yaml"])
 def test_shipped_parameter_files_are_valid(name: str) -> None:
-    path = Path(__file__).resolve().parents[3] / "config" / name
+    path = config_file(name)
     config = build_ft_config(yaml.safe_load(path.read_text())["/**"]["ros__parameters"])
     assert config.backend == ("netft" if "netft" in name else "serial") and config.frame_id == "ft_sensor"
 

@@ -33,11 +33,13 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(os.environ.get("NA_WORKSPACE", Path(__file__).resolve().parents[3]))
-DEFAULT_ESTIMATOR = ROOT / "install" / "na_estimator" / "lib" / "na_estimator" / "estimator"
-ARM_TOPIC = "/follower/arm_state"
-COMMAND_TOPIC = "/follower/command"
-ESTIMATE_TOPIC = "/estimator/estimate"
+from na_common import topics
+from na_common.ament import find_executable
+
+DEFAULT_ESTIMATOR = find_executable("na_estimator", "estimator")
+ARM_TOPIC = topics.FOLLOWER_ARM_STATE
+COMMAND_TOPIC = topics.FOLLOWER_COMMAND
+ESTIMATE_TOPIC = topics.ESTIMATE
 CONTROL_RATE_HZ = 60.0           # the paper's control rate (Sec. IV-H: "above the 60 Hz control rate")
 QUEUE_DEPTH = 10                 # the estimator's own QoS depth (reliable)
 NOMINAL_VOLTAGE_V = 12.0         # XM430-W350 nominal supply (datasheet: 10.0-14.8 V, 12 V recommended)
@@ -91,7 +93,7 @@ def synthetic_frames(count: int, rate: float, seed: int = 0) -> dict[str, np.nda
 def bag_frames(path: Path, rate: float) -> dict[str, np.ndarray]:
     """Follower states and the latest command before each, from one episode bag or a directory of
     them, resampled to ``rate`` (latest state at or before each tick) and concatenated."""
-    from na_teleop import episode_bag as eb
+    from na_common import episode_bag as eb
 
     episodes = [path] if (path / "metadata.yaml").is_file() else eb.list_episodes(path)
     if not episodes:
@@ -258,7 +260,7 @@ def subscriber_main(ready, stop, received, result_queue) -> None:
     try:
         node.create_subscription(ActuatorEstimate, ESTIMATE_TOPIC, on_estimate,
                                  QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
-        node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+        node.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, on_diagnostics, 10)
         executor = SingleThreadedExecutor(context=node.context)
         executor.add_node(node)
         while not stop.is_set():
@@ -355,7 +357,7 @@ def run(args: argparse.Namespace) -> str:
     else:
         frames = synthetic_frames(ticks, args.rate, args.seed)
         source = "synthetic teleoperation-like motion"
-    if not args.estimator.is_file():
+    if args.estimator is None or not args.estimator.is_file():
         raise FileNotFoundError(f"estimator executable not found: {args.estimator} (run ./scripts/bootstrap.sh)")
     context = mp.get_context("spawn")
     processes = Processes()

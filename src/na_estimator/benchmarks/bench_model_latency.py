@@ -28,8 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(os.environ.get("NA_WORKSPACE", Path(__file__).resolve().parents[3]))
-PAPER_CONFIG = ROOT / "config" / "train" / "paper.yaml"
+PAPER_CONFIG = "paper"   # the shipped training config of the paper-sized model
 # One XLA CPU thread, like ONNX Runtime's intra-op 1 (jax is imported lazily, after main() sets it).
 SINGLE_THREAD_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 CPU_ONLY = ("CPUExecutionProvider",)
@@ -87,7 +86,7 @@ def synthetic_description(config, mean: np.ndarray, std: np.ndarray, n_parameter
                         n_parameters, step=0)
 
 
-def export_paper_network(out_dir: Path, *, config_path: Path = PAPER_CONFIG, seed: int = 0,
+def export_paper_network(out_dir: Path, *, config_path: str | Path = PAPER_CONFIG, seed: int = 0,
                          stats: tuple[np.ndarray, np.ndarray] | None = None, int8: bool = True):
     """Paper-sized NeuralActuator with random weights exported to ``out_dir/model.onnx`` (+ ``.int8.onnx``).
 
@@ -252,12 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="NeuralActuator model latency: ONNX Runtime fp32/int8 (the estimator's path) vs jax.jit, one "
                     "sample on one thread, plus batch-32 throughput, printed beside the paper's Table XII.",
-        epilog="Default network: the paper-sized model (config/train/paper.yaml) with random weights; latency "
+        epilog="Default network: the paper-sized model (training config 'paper') with random weights; latency "
                "does not depend on the weight values.")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--model", type=Path, help="an exported ONNX model (its int8 variant is quantised here)")
     source.add_argument("--run", type=Path, help="a training run directory (exported here, fp32 and int8)")
-    parser.add_argument("--config", type=Path, default=PAPER_CONFIG,
+    parser.add_argument("--config", default=PAPER_CONFIG,
                         help=f"training config whose model section sizes the random-weight network (default: "
                              f"{PAPER_CONFIG})")
     parser.add_argument("--samples", type=int, default=5000,

@@ -16,6 +16,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker
 
+from na_common import topics
 from na_description import load_spec
 from na_description.model import Kinematics
 from na_estimator.estimator_core import ArmInput, Estimate, EstimatorCore
@@ -37,8 +38,8 @@ class EstimatorNode(Node):
         self.providers = p("providers", list(DEFAULT_PROVIDERS),
                            "ONNX Runtime execution providers in order of preference; falls back to CPU")
         self.threads = p("intra_op_threads", 1, "ONNX Runtime intra-op threads")
-        arm_topic = p("arm_state_topic", "/follower/arm_state", "follower ArmState input")
-        command_topic = p("command_topic", "/follower/command", "follower JointCommand input (goal features)")
+        arm_topic = p("arm_state_topic", topics.FOLLOWER_ARM_STATE, "follower ArmState input")
+        command_topic = p("command_topic", topics.FOLLOWER_COMMAND, "follower JointCommand input (goal features)")
         stale_timeout = p("stale_timeout", 0.1, "s; an ArmState older than this on arrival is not estimated on")
         command_timeout = p("command_timeout", 0.5, "s; the latest JointCommand must be at most this old")
         max_gap = p("max_gap", 0.1, "s; a gap between states longer than this restarts the history window")
@@ -60,13 +61,13 @@ class EstimatorNode(Node):
         self.get_logger().info(f"loaded {self.model_path}: {model.provider.describe()}")
 
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        self.pub_estimate = self.create_publisher(ActuatorEstimate, "/estimator/estimate", qos)
-        self.pub_force = self.create_publisher(WrenchStamped, "/estimator/force", qos)
-        self.pub_contact = self.create_publisher(Contact, "/estimator/contact", qos)
-        self.pub_condition = self.create_publisher(MotorCondition, "/estimator/condition", qos)
-        self.pub_torque = self.create_publisher(JointState, "/estimator/torque", qos)
-        self.pub_marker = self.create_publisher(Marker, "/estimator/marker", qos)
-        self.pub_diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.pub_estimate = self.create_publisher(ActuatorEstimate, topics.ESTIMATE, qos)
+        self.pub_force = self.create_publisher(WrenchStamped, topics.ESTIMATED_FORCE, qos)
+        self.pub_contact = self.create_publisher(Contact, topics.ESTIMATED_CONTACT, qos)
+        self.pub_condition = self.create_publisher(MotorCondition, topics.ESTIMATED_CONDITION, qos)
+        self.pub_torque = self.create_publisher(JointState, topics.ESTIMATED_TORQUE, qos)
+        self.pub_marker = self.create_publisher(Marker, topics.ESTIMATE_MARKER, qos)
+        self.pub_diagnostics = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
         self.create_subscription(JointCommand, command_topic, self._on_command, qos)
         self.create_subscription(ArmState, arm_topic, self._on_arm_state, qos)
         self.create_service(Trigger, "~/reload", self._on_reload)

@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--ft-always", action="store_true",
                      help="write /ft/wrench in every episode (default: only force_source=ft_sensor tasks)")
     gen.add_argument("--rig-config", type=Path, metavar="YAML",
-                     help="rig configuration (default: config/sim_rig.yaml)")
+                     help="rig configuration: a YAML file or a name shipped in na_sim/config/ (default: sim_rig)")
     gen.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     gen.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                      help="episodes simulated in parallel worker processes (default: CPU count); "

@@ -32,23 +32,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from na_common.netft import (
+    DEFAULT_COUNTS_PER_FORCE,
+    DEFAULT_COUNTS_PER_TORQUE,
+    INT32_LIMITS,
+    RDT_CMD_SET_SOFTWARE_BIAS,
+    RDT_CMD_START_HIGH_SPEED,
+    RDT_CMD_STOP,
+    RDT_HEADER,
+    RDT_RECORD,
+    RDT_REQUEST,
+    RDT_STATUS_ERROR,
+    RDT_STATUS_OK,
+)
 from na_sim.faults import FtFaultInjector, FtFaults
 
 LOG = logging.getLogger(__name__)
 
 WrenchSource = Callable[[], np.ndarray]
 
-RDT_HEADER = 0x1234
-RDT_REQUEST = struct.Struct(">HHI")
-RDT_RECORD = struct.Struct(">III6i")
-CMD_STOP = 0x0000
-CMD_START_STREAMING = 0x0002
-CMD_SET_SOFTWARE_BIAS = 0x0042
-RDT_DEFAULT_PORT = 49152                 # FACTS §3
-RDT_STATUS_OK = 0
-RDT_STATUS_ERROR = 0x8000_0000           # bit 31: error summary (FACTS §3)
 NETFT_INTERNAL_RATE_HZ = 7000            # ATI Net F/T manual: internal sample rate of ft_sequence
-INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1
+INT32_MIN, INT32_MAX = INT32_LIMITS
 _INACTIVE_POLL_S = 0.05                 # wait while idle; a request ends the wait at once
 SERIAL_BUFFER_CAP_BYTES = 1024           # unread serial data beyond this is flushed (no stale backlog)
 
@@ -172,7 +176,8 @@ class NetFtEmulator(_PeriodicThread):
     """ATI Net F/T Raw Data Transfer server on UDP (127.0.0.1 by default; port 0 = ephemeral)."""
 
     def __init__(self, wrench_source: WrenchSource, *, host: str = "127.0.0.1", port: int = 0,
-                 rate_hz: float = 500.0, counts_per_force: float = 1e6, counts_per_torque: float = 1e9,
+                 rate_hz: float = 500.0, counts_per_force: float = DEFAULT_COUNTS_PER_FORCE,
+                 counts_per_torque: float = DEFAULT_COUNTS_PER_TORQUE,
                  error_model: FtErrorModel | None = None, faults: FtFaults | FtFaultInjector | None = None) -> None:
         super().__init__("netft-emulator", rate_hz)
         if counts_per_force <= 0 or counts_per_torque <= 0:
@@ -259,14 +264,14 @@ class NetFtEmulator(_PeriodicThread):
             self.stats["bad_requests"] += 1
             return
         with self._state_lock:
-            if command == CMD_START_STREAMING:
+            if command == RDT_CMD_START_HIGH_SPEED:
                 self._client, self._remaining = sender, (count if count else -1)
                 self.stats["start"] += 1
-            elif command == CMD_STOP:
+            elif command == RDT_CMD_STOP:
                 self._remaining = 0
                 self._held = None
                 self.stats["stop"] += 1
-            elif command == CMD_SET_SOFTWARE_BIAS:
+            elif command == RDT_CMD_SET_SOFTWARE_BIAS:
                 self._bias = self.measured.sample()
                 self.stats["bias"] += 1
             else:

@@ -27,12 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from na_common import episode_bag as eb
+from na_common import topics
 from na_description import RobotSpec, load_spec, xm430
 from na_description.model import Kinematics
 from na_sim.rig import Rig
 from na_sim.rig_config import RigConfig
 from na_sim.tasks import PAYLOAD_TASKS, PUSH_AXES, TASK_IDS, TaskEpisode, TaskError, check_task_name, make_task
-from na_teleop import episode_bag as eb
 
 DRIVER_RATE_HZ = 100.0           # teleop/driver loop while recording (FACTS §4)
 FT_RATE_HZ = 200.0               # the authors' F/T sensor rate, ≈200 Hz (FACTS §4)
@@ -63,17 +64,7 @@ TASK_GROUPS: dict[str, tuple[str, ...]] = {
     "condition": ("pick_place", "pick_place_restricted"),
 }
 
-TOPIC_TYPES: dict[str, str] = {
-    "/leader/arm_state": eb.ARM_STATE,
-    "/follower/arm_state": eb.ARM_STATE,
-    "/leader/joint_states": eb.JOINT_STATE,
-    "/follower/joint_states": eb.JOINT_STATE,
-    "/follower/command": eb.JOINT_COMMAND,
-    "/ft/wrench": eb.WRENCH_STAMPED,
-    "/episode/grasp": eb.BOOL,
-    "/sim/truth/wrench": eb.WRENCH_STAMPED,
-    "/sim/truth/contact": eb.BOOL,
-}
+TOPIC_TYPES: dict[str, str] = topics.EPISODE_TOPICS
 FT_FRAME = "ft_sensor"
 
 _STATE_DTYPE = np.dtype([("pwm", "<i2"), ("current", "<i2"), ("velocity", "<i4"), ("position", "<i4"),
@@ -117,7 +108,7 @@ class GenerateOptions:
     quick: bool = False                         # shorter scripted episodes (tests, smoke runs)
     max_seconds: float | None = None            # cut every episode after this many simulated seconds
     ft_always: bool = False                     # also write /ft/wrench in episodes without a fixture task
-    rig_config: Path | None = None              # default: config/sim_rig.yaml
+    rig_config: Path | None = None              # default: na_sim/config/sim_rig.yaml
     operator: str = "na-sim generate"
 
 
@@ -298,7 +289,7 @@ def run_episode(rig: Rig, episode: TaskEpisode, writer: eb.EpisodeWriter, start_
     leader_bus = _ArmBus(spec, rig.leader_registers, "leader")
     follower_bus = _ArmBus(spec, rig.follower_registers, "follower")
     for topic, msgtype in TOPIC_TYPES.items():
-        if topic != "/ft/wrench" or with_ft:
+        if topic != topics.FT_WRENCH or with_ft:
             writer.add_topic(topic, msgtype)
 
     duration = episode.duration if max_seconds is None else min(episode.duration, max_seconds)
@@ -333,9 +324,9 @@ def run_episode(rig: Rig, episode: TaskEpisode, writer: eb.EpisodeWriter, start_
         leader = leader_bus.sync_read()
         leader_ns = t_ns + round(leader_read * 1e9)
         header = msgs.header(leader_ns)
-        writer.write("/leader/arm_state", leader_ns,
+        writer.write(topics.LEADER_ARM_STATE, leader_ns,
                      msgs.arm_state(header, "leader", leader, leader["goal_position"], leader_read))
-        writer.write("/leader/joint_states", leader_ns, msgs.joint_state(header, leader))
+        writer.write(topics.LEADER_JOINT_STATES, leader_ns, msgs.joint_state(header, leader))
         # 2. follower driver: write the previous command, then read
         follower_bus_time = follower_bus.read_seconds + rng.uniform(0, BUS_JITTER_S)
         if pending_command is not None:
@@ -344,23 +335,23 @@ def run_episode(rig: Rig, episode: TaskEpisode, writer: eb.EpisodeWriter, start_
         follower = follower_bus.sync_read()
         follower_ns = t_ns + round(follower_bus_time * 1e9)
         header = msgs.header(follower_ns)
-        writer.write("/follower/arm_state", follower_ns,
+        writer.write(topics.FOLLOWER_ARM_STATE, follower_ns,
                      msgs.arm_state(header, "follower", follower, follower["goal_position"], follower_bus_time))
-        writer.write("/follower/joint_states", follower_ns, msgs.joint_state(header, follower))
+        writer.write(topics.FOLLOWER_JOINT_STATES, follower_ns, msgs.joint_state(header, follower))
         # 3. teleop: follower goal = leader pose
         pending_command = np.clip(leader["position"], follower_bus.lower, follower_bus.upper)
         command_ns = leader_ns + round(TELEOP_DELAY_S * 1e9)
-        writer.write("/follower/command", command_ns, msgs.command(msgs.header(command_ns), pending_command))
+        writer.write(topics.FOLLOWER_COMMAND, command_ns, msgs.command(msgs.header(command_ns), pending_command))
         # 4. operator grasp and ground truth at t
         now_grasped = episode.grasped(t)
         if now_grasped != grasped:
             rig.set_payload(payload_kg if now_grasped else None)
         if now_grasped != grasped or k % grasp_every == 0:
-            writer.write("/episode/grasp", t_ns, msgs.flag(now_grasped))
+            writer.write(topics.GRASP, t_ns, msgs.flag(now_grasped))
         grasped = now_grasped
         truth = rig.truth
-        writer.write("/sim/truth/wrench", t_ns, msgs.wrench(msgs.header(t_ns), truth.force_base, zero3))
-        writer.write("/sim/truth/contact", t_ns, msgs.flag(truth.contact))
+        writer.write(topics.TRUTH_WRENCH, t_ns, msgs.wrench(msgs.header(t_ns), truth.force_base, zero3))
+        writer.write(topics.TRUTH_CONTACT, t_ns, msgs.flag(truth.contact))
         # 5. physics to the next cycle; F/T samples in between
         for j in range(1, ft_per_cycle + 1):
             rig.set_leader_pose(leader_poses[k * ft_per_cycle + j])
@@ -373,7 +364,7 @@ def run_episode(rig: Rig, episode: TaskEpisode, writer: eb.EpisodeWriter, start_
                 ft_ns = t_ns + round(j * sub_dt * 1e9)
                 force = truth.sensor_wrench[:3] + rng.normal(0.0, FT_FORCE_NOISE_N, 3)
                 torque = truth.sensor_wrench[3:] + rng.normal(0.0, FT_TORQUE_NOISE_NM, 3)
-                writer.write("/ft/wrench", ft_ns, msgs.wrench(msgs.header(ft_ns, FT_FRAME), force, torque))
+                writer.write(topics.FT_WRENCH, ft_ns, msgs.wrench(msgs.header(ft_ns, FT_FRAME), force, torque))
         if on_progress is not None and k % 100 == 99:
             on_progress(100 * dt)
     if on_progress is not None:

@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from na_common.netft import RDT_PORT
 from na_sim.dxl_emulator import DxlBusEmulator
 from na_sim.faults import DxlFaults, FtFaults
-from na_sim.ft_emulator import RDT_DEFAULT_PORT, NetFtEmulator, SerialFtEmulator
+from na_sim.ft_emulator import NetFtEmulator, SerialFtEmulator
 
 BUS_BAUD = 1_000_000              # FACTS §4: the authors' arms run at 1 Mbps
 OPERATOR_RATE_HZ = 100.0          # how often the scripted operator moves the leader
@@ -32,7 +33,8 @@ GIL_SWITCH_INTERVAL_S = 5e-4      # physics, two buses and two sensors share one
 
 def add_rig_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Options of ``na-sim rig`` (shared by the na-sim CLI and ``python -m na_sim.live_rig``)."""
-    parser.add_argument("--config", type=Path, default=None, help="rig config YAML (default: config/sim_rig.yaml)")
+    parser.add_argument("--config", default=None,
+                        help="rig configuration: a YAML file or a name shipped in na_sim/config/ (default: sim_rig)")
     parser.add_argument("--seed", type=int, default=0, help="rig seed: servo individuality and noise (default 0)")
     parser.add_argument("--task", default=None,
                         help="scripted operator task for the leader arm (see na_sim.tasks); default: none, "
@@ -50,7 +52,7 @@ def add_rig_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
                              "(/episode/grasp) on ROS 2")
     parser.add_argument("--netft-port", "--ft-port", type=int, default=0,
                         help=f"UDP port of the Net F/T emulator on 127.0.0.1 (0 = ephemeral; the real "
-                             f"sensor uses {RDT_DEFAULT_PORT})")
+                             f"sensor uses {RDT_PORT})")
     parser.add_argument("--netft-rate", type=float, default=500.0, help="Net F/T record rate in Hz (default 500)")
     parser.add_argument("--serial-ft-rate", type=float, default=200.0, help="serial F/T line rate in Hz (default 200)")
     parser.add_argument("--no-netft", action="store_true", help="do not start the Net F/T emulator")

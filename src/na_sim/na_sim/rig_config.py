@@ -1,40 +1,34 @@
-"""Configuration of the simulated rig (``config/sim_rig.yaml``), ROS-free.
+"""Configuration of the simulated rig (``na_sim/na_sim/config/sim_rig.yaml``), ROS-free.
 
-The YAML files live in the workspace's top-level ``config/`` directory. ``find_config`` looks in
-``$NA_SIM_CONFIG_DIR`` first, then in the ``config/`` directory of the workspace that holds this
-(symlink-installed) package.
+The shipped YAML files live beside this module in ``na_sim/config/``; ``find_config`` resolves a
+name there or takes a path (:mod:`na_common.config_files`).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from na_common.config_files import ConfigFileError, resolve_config
 from na_description.yaml_file import load_yaml_mapping
 
 RIG_CONFIG_NAME = "sim_rig.yaml"
 SERVO_CONFIG_NAME = "servo_xm430.yaml"
-CONFIG_DIR_ENV = "NA_SIM_CONFIG_DIR"
+CONFIG_DIR = Path(__file__).resolve().parent / "config"
 
 
 class RigConfigError(ValueError):
     """A rig or servo configuration file is missing or malformed."""
 
 
-def find_config(name: str) -> Path:
-    """Path of a config file by name: ``$NA_SIM_CONFIG_DIR/name``, else the workspace ``config/name``."""
-    candidates = []
-    if os.environ.get(CONFIG_DIR_ENV):
-        candidates.append(Path(os.environ[CONFIG_DIR_ENV]) / name)
-    here = Path(__file__).resolve()
-    candidates += [parent / "config" / name for parent in here.parents]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise RigConfigError(f"config file {name!r} not found (set {CONFIG_DIR_ENV} or pass a path)")
+def find_config(name: str | Path, what: str = "rig config") -> Path:
+    """A rig/servo config file: a path, or a name shipped in ``na_sim/config/`` (``sim_rig``, ``sim_rig.yaml``)."""
+    try:
+        return resolve_config(name, CONFIG_DIR, what)
+    except ConfigFileError as err:
+        raise RigConfigError(str(err)) from None
 
 
 def rpy_to_matrix(rpy) -> np.ndarray:
@@ -80,7 +74,7 @@ class FixturePose:
         return rpy_to_matrix(self.rpy)
 
 
-# Keys of config/sim_rig.yaml: a typo is an error, not a silently ignored setting.
+# Keys of na_sim/config/sim_rig.yaml: a typo is an error, not a silently ignored setting.
 _KNOWN_KEYS: dict[str, set[str] | None] = {
     "servo_config": None, "timestep_s": None, "reflected_inertia_kg_m2": None,
     "supply": {"voltage_v", "source_resistance_ohm", "filter_time_s"},
@@ -142,8 +136,9 @@ class RigConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path | None = None) -> RigConfig:
-        """Load ``config/sim_rig.yaml`` (or ``path``); missing keys keep the defaults above."""
-        path = Path(path) if path is not None else find_config(RIG_CONFIG_NAME)
+        """Load the shipped ``sim_rig.yaml`` or ``path`` (a file or a shipped name); missing keys keep the
+        defaults above."""
+        path = find_config(path if path is not None else RIG_CONFIG_NAME)
         raw = load_yaml_mapping(path, RigConfigError, "rig config")
         try:
             return cls._from_mapping(raw, path.parent)
@@ -153,9 +148,10 @@ class RigConfig:
     @classmethod
     def _from_mapping(cls, raw: dict, base_dir: Path) -> RigConfig:
         _check_keys(raw, _KNOWN_KEYS)
-        servo_path = base_dir / str(raw.get("servo_config", SERVO_CONFIG_NAME))
+        servo_name = str(raw.get("servo_config", SERVO_CONFIG_NAME))
+        servo_path = base_dir / servo_name
         if not servo_path.is_file():
-            raise RigConfigError(f"servo config not found: {servo_path}")
+            servo_path = find_config(servo_name, "servo config")   # a shipped servo model named by a user's rig file
         supply = raw.get("supply", {})
         setup = raw.get("follower_setup", {})
         payload = raw.get("payload", {})

@@ -10,7 +10,7 @@ Firmware (ROBOTIS e-manual, XM430-W350 "Position P/I/D Gain", FACTS §2): the po
 on pulses with KPP = P/128, KPI = I/65536, KPD = D/16 per firmware control period and outputs
 PWM units (885 = 100 % duty), limited by PWM Limit; in current-based position mode the same
 output is a current in 2.69 mA units limited by Goal Current. Every constant of the motor,
-gearbox, friction and heat model lives in ``config/servo_xm430.yaml``.
+gearbox, friction and heat model lives in ``na_sim/config/servo_xm430.yaml``.
 """
 
 from __future__ import annotations
@@ -116,12 +116,12 @@ class ServoParams:
 
     @classmethod
     def from_yaml(cls, path: str | Path | None = None, n_servos: int = 5, seed: int | None = 0) -> ServoParams:
-        """Load ``config/servo_xm430.yaml`` and draw each servo's spread from ``seed`` (None: no spread).
+        """Load ``na_sim/config/servo_xm430.yaml`` and draw each servo's spread from ``seed`` (None: no spread).
 
         ``current_offset_a`` is the sigma of a per-servo current-sensor offset; the drawn offset
         replaces it in the result.
         """
-        path = Path(path) if path is not None else find_config(SERVO_CONFIG_NAME)
+        path = Path(path) if path is not None else find_config(SERVO_CONFIG_NAME, "servo config")
         if not path.is_file():
             raise RigConfigError(f"servo config not found: {path}")
         try:

@@ -56,7 +56,7 @@ FLOOR_CLEARANCE = 0.015      # m, lowest tool-point height a scripted pose may r
 TREMOR_AMPLITUDE = 0.0012    # rad per sine (3 sines, 1.5-4 Hz: slow hand unsteadiness) on the arm joints
 SWEEP_FRACTION = 0.9         # paper, NAD free-motion subset: sweeps cover ~90 % of the feasible range
 # Fixture: the F/T sensor frame sits at the centre of a cube; a sphere at the tool point
-# presses one face. Defaults = config/sim_rig.yaml (fixture half_size_m, tool_collider_radius_m).
+# presses one face. Defaults = na_sim/config/sim_rig.yaml (fixture half_size_m, tool_collider_radius_m).
 FIXTURE_HALF_SIZE = 0.02     # m
 TOOL_RADIUS = 0.008          # m
 # m the commanded sphere surface goes past the face. The position-controlled follower only
@@ -195,7 +195,7 @@ class TaskEpisode:
 
     @property
     def task_instance(self) -> str:
-        from na_teleop.episode_bag import task_instance_id  # the one definition of the split unit
+        from na_common.episode_bag import task_instance_id  # the one definition of the split unit
         return task_instance_id(self.task, self.payload_grams, self.condition)
 
     def poses(self, times) -> np.ndarray:

@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from na_common import topics
+
 TRUTH_RATE_HZ = 100.0
 
 
@@ -27,9 +29,9 @@ class TruthPublisher:
         self.context = Context()
         rclpy.init(context=self.context, args=[])
         self.node = rclpy.create_node("sim_truth", context=self.context)
-        self.wrench_pub = self.node.create_publisher(WrenchStamped, "/sim/truth/wrench", 10)
-        self.contact_pub = self.node.create_publisher(Bool, "/sim/truth/contact", 10)
-        self.grasp_pub = self.node.create_publisher(Bool, "/episode/grasp", 10)
+        self.wrench_pub = self.node.create_publisher(WrenchStamped, topics.TRUTH_WRENCH, 10)
+        self.contact_pub = self.node.create_publisher(Bool, topics.TRUTH_CONTACT, 10)
+        self.grasp_pub = self.node.create_publisher(Bool, topics.GRASP, 10)
         self.node.create_timer(1.0 / rate_hz, self._publish)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)

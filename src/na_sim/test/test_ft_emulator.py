@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import struct
 import time
 
 import numpy as np
@@ -12,13 +13,6 @@ import serial
 
 from na_sim.faults import FtFaults
 from na_sim.ft_emulator import (
-    CMD_SET_SOFTWARE_BIAS,
-    CMD_START_STREAMING,
-    CMD_STOP,
-    RDT_HEADER,
-    RDT_RECORD,
-    RDT_REQUEST,
-    RDT_STATUS_ERROR,
     FtErrorModel,
     MeasuredWrench,
     NetFtEmulator,
@@ -26,6 +20,14 @@ from na_sim.ft_emulator import (
     format_serial_line,
     parse_serial_line,
 )
+
+# The Net F/T RDT wire format written out here from the protocol description (not imported from the
+# emulator or na_common), so the test checks the emulator against the protocol, not against itself.
+RDT_HEADER = 0x1234
+CMD_STOP, CMD_START_STREAMING, CMD_SET_SOFTWARE_BIAS = 0x0000, 0x0002, 0x0042
+RDT_REQUEST = struct.Struct(">HHI")
+RDT_RECORD = struct.Struct(">III6i")
+RDT_STATUS_ERROR = 1 << 31
 
 WRENCH = np.array([1.5, -2.25, 9.81, 0.125, -0.0625, 0.01])
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from rosbags.highlevel import AnyReader
 
+from na_common import episode_bag as eb
 from na_sim import generate as gen
 from na_sim.cli import main as cli_main
 from na_sim.tasks import PUSH_AXES, make_task
-from na_teleop import episode_bag as eb
 
 ARM_TOPICS = ("/leader/arm_state", "/follower/arm_state", "/leader/joint_states", "/follower/joint_states",
               "/follower/command", "/sim/truth/wrench", "/sim/truth/contact")

@@ -256,7 +256,7 @@ def test_rig_config_rejects_bad_files(tmp_path):
     with pytest.raises(RigConfigError, match="timestep"):
         RigConfig.from_yaml(bad)
     bad.write_text("servo_config: nowhere.yaml\n")
-    with pytest.raises(RigConfigError, match="servo config not found"):
+    with pytest.raises(RigConfigError, match=r"servo config 'nowhere\.yaml'"):
         RigConfig.from_yaml(bad)
     with pytest.raises(RigConfigError, match="not found"):
         RigConfig.from_yaml(tmp_path / "missing.yaml")

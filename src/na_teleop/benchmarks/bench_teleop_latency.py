@@ -28,9 +28,10 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
+from na_common import topics
+from na_common.ament import find_executable
 from na_description import load_spec
 from na_msgs.msg import ArmState, JointCommand
-from na_teleop.launch_xml import find_executable
 from na_teleop.teleop_core import TeleopConfig, TeleopCore
 
 STEP_RAD = 1e-5   # joint1 increment per sample: identifies which leader sample a command answers
@@ -78,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     node = Node("teleop_latency_bench")
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    leader_pub = node.create_publisher(ArmState, "/leader/arm_state", 10)
-    follower_pub = node.create_publisher(ArmState, "/follower/arm_state", 10)
+    leader_pub = node.create_publisher(ArmState, topics.LEADER_ARM_STATE, 10)
+    follower_pub = node.create_publisher(ArmState, topics.FOLLOWER_ARM_STATE, 10)
     sent: dict[int, int] = {}
     results: list[tuple[int, int, int]] = []    # (leader stamp, command stamp, received) ns
 
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         if index in sent:
             results.append((sent.pop(index), stamp_ns(msg.header.stamp), received))
 
-    node.create_subscription(JointCommand, "/follower/command", on_command, 10)
+    node.create_subscription(JointCommand, topics.FOLLOWER_COMMAND, on_command, 10)
 
     def state(role: str, joint1: float) -> ArmState:
         msg = ArmState(role=role, name=spec.joint_names, position=[joint1, 0.0, 0.0, 0.0, 0.0],
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print("[bench] waiting for the teleop process to connect ...", flush=True)
         deadline = time.monotonic() + 30.0
         while (leader_pub.get_subscription_count() == 0 or follower_pub.get_subscription_count() == 0
-               or node.count_publishers("/follower/command") == 0):
+               or node.count_publishers(topics.FOLLOWER_COMMAND) == 0):
             if time.monotonic() > deadline or teleop.poll() is not None:
                 print("[bench] teleop did not come up")
                 return 1

@@ -20,6 +20,7 @@ import rclpy
 from rclpy.node import Node
 from std_msgs.msg import Bool, String
 
+from na_common import topics
 from na_msgs.msg import EpisodeInfo
 from na_msgs.srv import DiscardEpisode, StartEpisode, StopEpisode
 
@@ -64,7 +65,7 @@ class RecordClient:
         self.start_client = node.create_client(StartEpisode, f"{recorder}/start")
         self.stop_client = node.create_client(StopEpisode, f"{recorder}/stop")
         self.discard_client = node.create_client(DiscardEpisode, f"{recorder}/discard")
-        self.grasp_pub = node.create_publisher(Bool, "/episode/grasp", 10)
+        self.grasp_pub = node.create_publisher(Bool, topics.GRASP, 10)
         self.status: dict = {}
         node.create_subscription(String, f"{recorder}/status", self._on_status, 10)
 

@@ -3,7 +3,7 @@
 The node feeds it raw CDR messages from ``raw=True`` subscriptions, so nothing is deserialised on
 the recording path. Durability: the bag's MCAP chunk is closed and fsynced every
 ``flush_period`` s, so a recorder killed with SIGKILL loses at most that much; the episode's
-sidecar says ``complete=false`` until ``stop`` and :func:`na_teleop.bag_repair.recover_episode`
+sidecar says ``complete=false`` until ``stop`` and :func:`na_common.bag_repair.recover_episode`
 makes such a bag readable again (the recorder does it for leftovers at start-up).
 """
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from na_teleop.bag_repair import recover_incomplete_episodes
-from na_teleop.episode_bag import EpisodeBagError, EpisodeWriter, cdr_header_stamp_ns, has_header, task_instance_id
+from na_common.bag_repair import recover_incomplete_episodes
+from na_common.episode_bag import EpisodeBagError, EpisodeWriter, cdr_header_stamp_ns, has_header, task_instance_id
 
 REPORT_NAME = "report.json"
 

@@ -13,12 +13,11 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
+from na_common import topics
 from na_msgs.srv import DiscardEpisode, StartEpisode, StopEpisode
 from na_teleop.recorder_core import RecorderCore, RecorderError
 
-DEFAULT_TOPICS = ["/leader/arm_state", "/follower/arm_state", "/follower/command", "/leader/joint_states",
-                  "/follower/joint_states", "/ft/wrench", "/episode/grasp", "/sim/truth/wrench",
-                  "/sim/truth/contact"]
+DEFAULT_TOPICS = list(topics.EPISODE_TOPICS)
 
 
 def message_class(msgtype: str):

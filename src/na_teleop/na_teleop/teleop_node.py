@@ -19,6 +19,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from std_srvs.srv import SetBool
 
+from na_common import topics
 from na_description import load_spec
 from na_msgs.msg import ArmState, JointCommand
 from na_teleop.teleop_core import (
@@ -30,9 +31,9 @@ from na_teleop.teleop_core import (
     TeleopCore,
 )
 
-LEADER_TOPIC = "leader/arm_state"
-FOLLOWER_TOPIC = "follower/arm_state"
-COMMAND_TOPIC = "follower/command"
+LEADER_TOPIC = topics.LEADER_ARM_STATE
+FOLLOWER_TOPIC = topics.FOLLOWER_ARM_STATE
+COMMAND_TOPIC = topics.FOLLOWER_COMMAND
 
 # (name, default, description); a callable default is computed from the robot spec.
 PARAMETERS: tuple[tuple[str, object, str], ...] = (

@@ -13,8 +13,8 @@ import textwrap
 
 import pytest
 
-from na_teleop.bag_repair import recover_incomplete_episodes
-from na_teleop.episode_bag import BOOL, EpisodeReader, message_class, serialize
+from na_common.bag_repair import recover_incomplete_episodes
+from na_common.episode_bag import BOOL, EpisodeReader, message_class, serialize
 from na_teleop.recorder_core import RecorderCore, RecorderError
 
 TOPICS = {"/episode/grasp": BOOL}
@@ -100,7 +100,7 @@ def test_disk_full_ends_the_episode_loudly_and_keeps_it(tmp_path, monkeypatch) -
 
 KILLED_RECORDER = textwrap.dedent("""
     import os, signal, sys
-    from na_teleop.episode_bag import BOOL, message_class, serialize
+    from na_common.episode_bag import BOOL, message_class, serialize
     from na_teleop.recorder_core import RecorderCore
     raw = serialize(message_class(BOOL)(data=True), BOOL)
     core = RecorderCore(sys.argv[1], {"/episode/grasp": BOOL}, flush_period=0.0)
@@ -138,7 +138,7 @@ def test_sigkill_keeps_finished_episodes_and_the_partial_one_readable(tmp_path) 
 
 def test_report_rates_use_header_stamps_when_messages_have_them(tmp_path) -> None:
     """Messages that arrive in a burst but were sampled at 100 Hz report 100 Hz and a 10 ms gap."""
-    from na_teleop.episode_bag import WRENCH_STAMPED, cdr_header_stamp_ns, make_header
+    from na_common.episode_bag import WRENCH_STAMPED, cdr_header_stamp_ns, make_header
 
     vector = message_class("geometry_msgs/msg/Vector3")
     wrench = message_class("geometry_msgs/msg/Wrench")

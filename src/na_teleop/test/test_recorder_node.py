@@ -8,7 +8,7 @@ import threading
 import pytest
 from rclpy.parameter import Parameter
 
-from na_teleop.episode_bag import EpisodeReader
+from na_common.episode_bag import EpisodeReader
 
 
 def make_recorder(context, out_dir):

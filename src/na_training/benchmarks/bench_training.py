@@ -5,7 +5,7 @@ forward and backward through the whole rollout, optimiser update), after compila
 the forward-only rollout rate and the compile time. Data: synthetic episodes of the arm model.
 
     python src/na_training/benchmarks/bench_training.py                       # paper config, short run
-    python src/na_training/benchmarks/bench_training.py --config config/train/tiny.yaml --horizon 16
+    python src/na_training/benchmarks/bench_training.py --config tiny --horizon 16
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ from pathlib import Path
 import jax
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[3]
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default=str(ROOT / "config" / "train" / "paper.yaml"))
+    parser.add_argument("--config", default="paper", help="training config: a file or a shipped name (default paper)")
     parser.add_argument("--batch", type=int, default=16, help="batch size (paper: 16)")
     parser.add_argument("--horizon", type=int, default=32,
                         help="rollout horizon (paper curriculum 128-320; shorter keeps CPU compile time down)")

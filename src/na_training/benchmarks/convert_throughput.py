@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from na_common.episode_bag import EpisodeWriter, make_header, message_class
 from na_description import load_spec
-from na_teleop.episode_bag import EpisodeWriter, make_header, message_class
 from na_training.convert import convert
 
 T0 = 1_000_000_000_000  # ns

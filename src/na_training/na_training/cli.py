@@ -10,7 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_CONFIG = Path("config/train/tiny.yaml")
+from na_common.config_files import shipped_names
+from na_training import TRAIN_CONFIG_DIR
+
+DEFAULT_CONFIG = "tiny"
 
 
 def enable_compile_cache() -> None:
@@ -127,8 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Train the NeuralActuator Transformer by back-propagating pose losses through "
                                      "MJX rollouts (force/gate/condition heads supervised directly). Resumes from "
                                      "the latest checkpoint in --out unless --no-resume.")
-    fit.add_argument("--config", default=str(DEFAULT_CONFIG),
-                     help=f"training config YAML (default: {DEFAULT_CONFIG}; config/train/paper.yaml for the paper)")
+    shipped = ", ".join(shipped_names(TRAIN_CONFIG_DIR))
+    fit.add_argument("--config", default=DEFAULT_CONFIG,
+                     help=f"training config: a YAML file or a shipped name ({shipped}; default {DEFAULT_CONFIG}; "
+                          "'paper' is the paper-sized model for a GPU)")
     fit.add_argument("--nad", help="NAD dataset directory (train and val splits are used)")
     fit.add_argument("--out", required=True, help="run directory: run.json, metrics.jsonl, checkpoints/")
     fit.add_argument("--steps", type=int, help="total optimisation steps (overrides the config)")

@@ -1,4 +1,4 @@
-"""Training configuration: dataclasses with the paper's defaults, loaded from ``config/train/*.yaml``."""
+"""Training configuration: dataclasses with the paper's defaults, loaded from ``na_training/config/train/*.yaml``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from na_common.config_files import ConfigFileError, resolve_config
 from na_description.yaml_file import load_yaml_mapping
+from na_training import TRAIN_CONFIG_DIR
 from na_training.model import ModelConfig
 
 
@@ -141,7 +143,11 @@ def validate(config: TrainConfig, where: str = "config") -> None:
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    path = Path(path)
+    """A training config: a YAML file, or a name shipped in ``na_training/config/train/`` (``cpu``, ``paper``)."""
+    try:
+        path = resolve_config(path, TRAIN_CONFIG_DIR, "training config")
+    except ConfigFileError as err:
+        raise ConfigError(str(err)) from None
     raw = load_yaml_mapping(path, ConfigError, "training config")
     raw.update(overrides or {})
     return config_from_dict(raw, str(path))

@@ -3,7 +3,7 @@
 Per episode: read the follower, leader, command, F/T, grasp and (simulated rig) truth streams,
 align them to the follower samples (or to a uniform grid with ``--rate``/``--frame-period``) by
 header stamp, make the force/contact/condition labels (``labels.py``) and write one Parquet file.
-Alignment rules (defaults in ``config/convert.yaml``):
+Alignment rules (defaults in ``na_training/config/convert.yaml``):
 
 * command and leader: the latest sample at or before the frame, at most 15 ms old;
 * F/T: mean of the samples within +-5 ms of the frame, per channel (no sample -> label invalid);
@@ -31,27 +31,24 @@ from typing import Any
 import numpy as np
 import yaml
 
+from na_common import topics as suite_topics
+from na_common.config_files import ConfigFileError, resolve_config
 from na_description.yaml_file import load_yaml_mapping
-from na_training import align, labels
+from na_training import CONFIG_DIR, align, labels
 from na_training.align import NS_PER_S, AlignmentError
 from na_training.labels import FixturePose, LabelError
 from na_training.nad import AXES, NadError, NadWriter, build_columns
 
-ARM_STATE = "na_msgs/msg/ArmState"
-JOINT_COMMAND = "na_msgs/msg/JointCommand"
-WRENCH_STAMPED = "geometry_msgs/msg/WrenchStamped"
-BOOL = "std_msgs/msg/Bool"
-
-# Built-in defaults; config/convert.yaml repeats them with comments (a test keeps both equal).
+# Built-in defaults; na_training/config/convert.yaml repeats them with comments (a test keeps both equal).
 DEFAULT_CONFIG: dict[str, Any] = {
     "topics": {
-        "follower": "/follower/arm_state",
-        "leader": "/leader/arm_state",
-        "command": "/follower/command",
-        "ft": "/ft/wrench",
-        "grasp": "/episode/grasp",
-        "truth_wrench": "/sim/truth/wrench",
-        "truth_contact": "/sim/truth/contact",
+        "follower": suite_topics.FOLLOWER_ARM_STATE,
+        "leader": suite_topics.LEADER_ARM_STATE,
+        "command": suite_topics.FOLLOWER_COMMAND,
+        "ft": suite_topics.FT_WRENCH,
+        "grasp": suite_topics.GRASP,
+        "truth_wrench": suite_topics.TRUTH_WRENCH,
+        "truth_contact": suite_topics.TRUTH_CONTACT,
     },
     "require_leader": True,
     "tolerance": {
@@ -69,8 +66,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "metadata_defaults": None,
 }
 
-EXPECTED_TYPES = {"follower": ARM_STATE, "leader": ARM_STATE, "command": JOINT_COMMAND, "ft": WRENCH_STAMPED,
-                  "grasp": BOOL, "truth_wrench": WRENCH_STAMPED, "truth_contact": BOOL}
+# Role -> message type, through the one topic table.
+EXPECTED_TYPES = {role: suite_topics.EPISODE_TOPICS[topic] for role, topic in DEFAULT_CONFIG["topics"].items()}
 
 
 class ConvertError(RuntimeError):
@@ -101,7 +98,10 @@ def load_config(path: str | Path | None = None) -> dict[str, Any]:
     """Converter configuration: the built-in defaults, overridden by a YAML file when given."""
     if path is None:
         return copy.deepcopy(DEFAULT_CONFIG)
-    config_path = Path(path)
+    try:
+        config_path = resolve_config(path, CONFIG_DIR, "converter config")
+    except ConfigFileError as err:
+        raise ConvertError(str(err)) from None
     raw = load_yaml_mapping(config_path, ConvertError, "converter config")
     return _merge(DEFAULT_CONFIG, raw, str(config_path))
 
@@ -202,8 +202,8 @@ class BagContents:
 
 
 def _episode_metadata(path: Path, config: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Episode metadata through na_teleop.episode_bag when the bag has any, else None."""
-    from na_teleop.episode_bag import SIDECAR_NAME
+    """Episode metadata through na_common.episode_bag when the bag has any, else None."""
+    from na_common.episode_bag import SIDECAR_NAME
 
     meta_yaml = path / "metadata.yaml"
     if not meta_yaml.is_file():
@@ -223,7 +223,7 @@ def _episode_metadata(path: Path, config: Mapping[str, Any]) -> dict[str, Any] |
 
 def read_bag(path: str | Path, config: Mapping[str, Any], joint_names: Sequence[str]) -> BagContents:
     """Read the streams the converter needs from one rosbag2 directory (MCAP or sqlite3)."""
-    from na_teleop.episode_bag import EpisodeBagError, EpisodeReader, typestore, validate_metadata
+    from na_common.episode_bag import EpisodeBagError, EpisodeReader, typestore, validate_metadata
 
     path = Path(path)
     defaults = _episode_metadata(path, config)
@@ -303,7 +303,7 @@ def _to_stream(role: str, samples: list[tuple[int, Any]], path: Path, topic: str
                joint_names: Sequence[str]) -> Stream:
     what = f"{path}: {topic}"
     messages = [m for _, m in samples]
-    if EXPECTED_TYPES[role] == BOOL:
+    if EXPECTED_TYPES[role] == suite_topics.BOOL_TYPE:
         # std_msgs/Bool has no header: the bag (record) time is its stamp.
         stamps = np.asarray([s for s, _ in samples], dtype=np.int64)
         values = {"data": np.asarray([bool(m.data) for m in messages], dtype=np.float64)}
@@ -674,7 +674,7 @@ def _positive_float(text: str) -> float:
 
 
 EPILOG = ("Frames are the follower samples (or a uniform grid when resampling). Defaults "
-          "(config/convert.yaml): command and leader latest sample at most 15 ms old, F/T mean within "
+          "(na_training/config/convert.yaml): command and leader latest sample at most 15 ms old, F/T mean within "
           "+-5 ms, grasp latest state. Labels: F/T force -R(f - tare) in the base frame, payload "
           "[0, 0, -m g] while grasped. Splits 8:1:1 per task instance. Output: DIR/meta/{info.json,"
           "episodes.parquet,report.json}, DIR/data/episode_NNNNNN.parquet. Exit status 2 on a bad bag "
@@ -692,7 +692,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     timing.add_argument("--frame-period", type=_positive_float, metavar="S",
                         help="resample to frames of S seconds (e.g. 0.017, the paper's frame)")
     parser.add_argument("--config", metavar="YAML",
-                        help="converter config (fixture, tare, tolerances; see config/convert.yaml)")
+                        help="converter config (fixture, tare, tolerances; a file or the shipped name 'convert')")
     parser.add_argument("--seed", type=int, help="split seed (default: split_seed of the config, 0)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     parser.add_argument("--skip-bad", action="store_true",

@@ -17,7 +17,7 @@ jax.config.update("jax_compilation_cache_dir",
                   os.environ.get("NA_JAX_CACHE", str(Path.home() / ".cache" / "na_training" / "jax")))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
-TINY_CONFIG = Path(__file__).resolve().parents[3] / "config" / "train" / "tiny.yaml"
+TINY_CONFIG = "tiny"   # the shipped test config, na_training/config/train/tiny.yaml
 
 
 @pytest.fixture(scope="session")

@@ -20,17 +20,16 @@ JOINTS = ["joint1", "joint2", "joint3", "joint4", "gripper"]
 T0 = 1_000 * 1_000_000_000          # ns, episode start (ROS time 1000 s)
 MS = 1_000_000                      # ns
 PERIOD = 10 * MS                    # 100 Hz, the recorded rate
-WORKSPACE = Path(__file__).resolve().parents[3]
 
 
 def _msg(msgtype: str, **fields):
-    from na_teleop.episode_bag import message_class
+    from na_common.episode_bag import message_class
 
     return message_class(msgtype)(**fields)
 
 
 def _header(stamp: int):
-    from na_teleop.episode_bag import make_header
+    from na_common.episode_bag import make_header
 
     return make_header(stamp, "world")
 
@@ -91,7 +90,7 @@ def standard_streams(frames: int = 101, command_offset: int = -2 * MS, leader_of
 @pytest.fixture
 def write_bag(tmp_path: Path) -> Callable[..., Path]:
     """Write one episode bag with EpisodeWriter: ``write_bag(streams, **metadata) -> bag path``."""
-    from na_teleop.episode_bag import EpisodeWriter
+    from na_common.episode_bag import EpisodeWriter
 
     def _write(streams: dict[str, list], out: Path | None = None, types: dict[str, str] | None = None,
                **metadata) -> Path:
@@ -331,7 +330,7 @@ def test_rerun_is_byte_identical(write_bag, tmp_path: Path) -> None:
 def test_sqlite3_generic_bag_with_metadata_defaults(tmp_path: Path) -> None:
     from rosbags.rosbag2 import StoragePlugin, Writer
 
-    from na_teleop.episode_bag import serialize, typestore
+    from na_common.episode_bag import serialize, typestore
 
     bag = tmp_path / "plain_sqlite"
     streams = standard_streams(frames=11)
@@ -410,7 +409,7 @@ def test_existing_output_is_not_replaced_without_overwrite(write_bag, tmp_path: 
 
 
 def test_config_file_matches_builtin_defaults_and_rejects_unknown_keys(tmp_path: Path) -> None:
-    assert conv.load_config(WORKSPACE / "config" / "convert.yaml") == conv.DEFAULT_CONFIG
+    assert conv.load_config("convert") == conv.DEFAULT_CONFIG   # the shipped file states the defaults
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"tolerance": {"comand_s": 0.01}}))
     with pytest.raises(conv.ConvertError, match="unknown key 'comand_s'"):

@@ -10,7 +10,7 @@ import yaml
 from rosbags.highlevel import AnyReader
 from rosbags.rosbag2 import StoragePlugin, Writer
 
-from na_teleop import episode_bag as eb
+from na_common import episode_bag as eb
 
 NAMES = ["joint1", "joint2", "joint3", "joint4", "gripper"]
 T0 = 1_700_000_000_000_000_000

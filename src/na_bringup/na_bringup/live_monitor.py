@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from na_common import topics
+
 
 @dataclass
 class Recording:
@@ -36,10 +38,10 @@ class LiveMonitor:
         self.all_estimate_stamps: set[tuple[int, int]] = set()
         self.injected: list[tuple[int, int]] = []
         self.last_state = None
-        self.node.create_subscription(ActuatorEstimate, "/estimator/estimate", self._on_estimate, 100)
-        self.node.create_subscription(WrenchStamped, "/sim/truth/wrench", self._on_truth, 100)
-        self.node.create_subscription(ArmState, "/follower/arm_state", self._on_state, 10)
-        self.state_pub = self.node.create_publisher(ArmState, "/follower/arm_state", 10)
+        self.node.create_subscription(ActuatorEstimate, topics.ESTIMATE, self._on_estimate, 100)
+        self.node.create_subscription(WrenchStamped, topics.TRUTH_WRENCH, self._on_truth, 100)
+        self.node.create_subscription(ArmState, topics.FOLLOWER_ARM_STATE, self._on_state, 10)
+        self.state_pub = self.node.create_publisher(ArmState, topics.FOLLOWER_ARM_STATE, 10)
 
     def _on_state(self, msg) -> None:
         self.last_state = msg

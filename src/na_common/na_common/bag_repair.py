@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from na_teleop.episode_bag import (
+from na_common.episode_bag import (
     SIDECAR_NAME,
     EpisodeBagError,
     _fsync_path,

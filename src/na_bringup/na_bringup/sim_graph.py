@@ -12,11 +12,8 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from na_teleop.launch_xml import load_launch, start_processes, stop_processes
-
-# The workspace root (launch/, config/): set by .venv/na_env.sh, else this source tree.
-WORKSPACE = Path(os.environ.get("NA_WORKSPACE") or Path(__file__).resolve().parents[3])
-LAUNCH_DIR = WORKSPACE / "launch"
+from na_bringup.launch_xml import load_launch, start_processes, stop_processes
+from na_bringup.paths import launch_file as installed_launch_file
 
 
 class GraphError(RuntimeError):
@@ -43,8 +40,8 @@ class RunningGraph:
 @contextlib.contextmanager
 def launched(launch_file: str, arguments: Mapping[str, str], log_dir: Path,
              env: Mapping[str, str] | None = None) -> Iterator[RunningGraph]:
-    """Start every process of ``launch_file`` (in ``launch/``) with its own log file; stop them on exit."""
-    description = load_launch(LAUNCH_DIR / launch_file, dict(arguments))
+    """Start every process of ``launch_file`` (installed by na_bringup) with its own log file; stop them on exit."""
+    description = load_launch(installed_launch_file(launch_file), dict(arguments))
     log_dir.mkdir(parents=True, exist_ok=True)
     processes, labels, logs, handles = [], [], [], []
     try:

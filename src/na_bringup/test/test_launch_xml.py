@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from na_teleop.launch_xml import (
+from na_bringup.launch_xml import (
     LaunchError,
     expand_name,
-    find_executable,
     load_launch,
     main,
     resolve_name,
     start_processes,
     stop_processes,
 )
+from na_common.ament import find_executable
 
 
 def write(path: Path, text: str) -> Path:

@@ -3,7 +3,7 @@
 1. generate training episodes offline (na-sim generate);
 2. record one episode live through the real ROS path: rig -> arm drivers -> teleop -> recorder;
 3. convert every bag to NAD (na-train convert);
-4. train a small NeuralActuator through MJX (na-train fit, config/train/demo.yaml);
+4. train a small NeuralActuator through MJX (na-train fit, na_training/config/train/demo.yaml);
 5. export it to ONNX (na-train export);
 6. run the estimator live on the rig during a scripted payload episode and a push episode;
 7. plot estimated against true force and print a summary (force MAE, contact accuracy, latency).
@@ -22,12 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from na_training.live_eval import LiveScore, score_live
-from na_training.sim_graph import WORKSPACE, GraphError, launched, ros_env, sim_rig
+from na_bringup.live_eval import LiveScore, score_live
+from na_bringup.sim_graph import GraphError, launched, ros_env, sim_rig
+from na_common import topics
 
 STAGES = 7
 PROGRESS_PERIOD_S = 10.0
-DEMO_CONFIG = WORKSPACE / "config" / "train" / "demo.yaml"
+DEMO_CONFIG = "demo"                # na_training/na_training/config/train/demo.yaml
 GENERATED_TASKS = ["free", "payload", "push", "nopush"]
 LIVE_PHASES = (("go_up_stay", 300.0), ("push_px", 0.0))
 STALE_PROBES = 20                   # follower states re-sent 0.5 s late per phase; none may be estimated
@@ -113,9 +114,9 @@ class Demo:
         rclpy.init(context=context)
         node = rclpy.create_node("na_demo_recorder_client", context=context)
         states = []
-        node.create_subscription(ArmState, "/follower/arm_state", states.append, 50)
-        start = node.create_client(StartEpisode, "/recorder/start")
-        stop = node.create_client(StopEpisode, "/recorder/stop")
+        node.create_subscription(ArmState, topics.FOLLOWER_ARM_STATE, states.append, 50)
+        start = node.create_client(StartEpisode, f"{topics.RECORDER_NODE}/start")
+        stop = node.create_client(StopEpisode, f"{topics.RECORDER_NODE}/stop")
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         try:
@@ -172,8 +173,8 @@ class Demo:
     def train(self, nad: Path) -> Path:
         run_dir = self.out / "train"
         steps = self.args.train_steps
-        self.begin(f"training a small model through MJX on the CPU ({steps} steps, {DEMO_CONFIG.name})")
-        self.run("train", ["na-train", "fit", "--config", str(DEMO_CONFIG), "--nad", str(nad), "--out", str(run_dir),
+        self.begin(f"training a small model through MJX on the CPU ({steps} steps, config {DEMO_CONFIG})")
+        self.run("train", ["na-train", "fit", "--config", DEMO_CONFIG, "--nad", str(nad), "--out", str(run_dir),
                            "--steps", str(steps), "--seed", str(self.args.seed), "--no-resume", "--quiet"],
                  metrics=run_dir / "metrics.jsonl")
         return run_dir
@@ -193,7 +194,7 @@ class Demo:
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
 
-        from na_training.live_monitor import LiveMonitor, Recording
+        from na_bringup.live_monitor import LiveMonitor, Recording
 
         phases = self.live_phases
         self.begin("running the estimator live on the rig: "

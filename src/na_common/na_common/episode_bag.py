@@ -32,6 +32,8 @@ from rosbags.rosbag2.storage_mcap import McapWriter
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
+from na_common import ament, topics
+
 NA_MSGS_PACKAGE = "na_msgs"
 SIDECAR_NAME = "episode.json"
 EPISODE_DIR_PATTERN = re.compile(r"^episode_(\d{6})$")
@@ -47,12 +49,12 @@ FLOAT_KEYS = ("payload_grams",)
 BOOL_KEYS = ("complete",)
 REQUIRED_KEYS = ("task", "payload_grams", "force_source", "condition", "source")
 
-# Message types of the episode topics (INTERFACES.md "Topics").
-ARM_STATE = "na_msgs/msg/ArmState"
-JOINT_COMMAND = "na_msgs/msg/JointCommand"
-JOINT_STATE = "sensor_msgs/msg/JointState"
-WRENCH_STAMPED = "geometry_msgs/msg/WrenchStamped"
-BOOL = "std_msgs/msg/Bool"
+# Message types of the episode topics (docs/INTERFACES.md "Topics"), spelled once in na_common.topics.
+ARM_STATE = topics.ARM_STATE_TYPE
+JOINT_COMMAND = topics.JOINT_COMMAND_TYPE
+JOINT_STATE = topics.JOINT_STATE_TYPE
+WRENCH_STAMPED = topics.WRENCH_STAMPED_TYPE
+BOOL = topics.BOOL_TYPE
 
 
 class EpisodeBagError(RuntimeError):
@@ -61,19 +63,14 @@ class EpisodeBagError(RuntimeError):
 
 # ---- type store ---------------------------------------------------------------------------
 def _msg_dir_candidates() -> list[Path]:
-    """Where the na_msgs ``.msg`` files may live: override, source tree, install spaces."""
+    """Where the na_msgs ``.msg`` files may live: override, the installed package, this source tree."""
     candidates: list[Path] = []
     if override := os.environ.get("NA_MSGS_DIR"):
         candidates.append(Path(override))
-    here = Path(__file__).resolve()
-    # Symlink install: this file resolves into src/na_teleop/na_teleop/.
-    candidates.append(here.parents[2] / NA_MSGS_PACKAGE / "msg")
-    if workspace := os.environ.get("NA_WORKSPACE"):
-        candidates.append(Path(workspace) / "src" / NA_MSGS_PACKAGE / "msg")
-        candidates.append(Path(workspace) / "install" / NA_MSGS_PACKAGE / "share" / NA_MSGS_PACKAGE / "msg")
-    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
-        if prefix:
-            candidates.append(Path(prefix) / "share" / NA_MSGS_PACKAGE / "msg")
+    if (share := ament.package_share(NA_MSGS_PACKAGE)) is not None:
+        candidates.append(share / "msg")
+    # A checkout without an install space (e.g. the training image): src/na_msgs/msg beside this package.
+    candidates.append(Path(__file__).resolve().parents[2] / NA_MSGS_PACKAGE / "msg")
     return candidates
 
 
@@ -346,7 +343,7 @@ class EpisodeWriter:
 
     def flush(self) -> None:
         """Write the open MCAP chunk and fsync it, so a killed writer loses nothing before this point
-        (``na_teleop.bag_repair`` makes such a bag readable again)."""
+        (``na_common.bag_repair`` makes such a bag readable again)."""
         self._check_open()
         storage = self._writer.storage
         if storage is None:

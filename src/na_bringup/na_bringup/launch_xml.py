@@ -26,9 +26,11 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from na_common.ament import find_executable, package_prefix
 
 TRUE_VALUES = ("true", "1")
 FALSE_VALUES = ("false", "0")
@@ -141,24 +143,6 @@ def resolve_name(name: str, namespace: str, node_name: str, remappings: Sequence
     return expanded
 
 
-# --------------------------------------------------------------------------- ament index
-def package_prefix(package: str, prefixes: Iterable[str] | None = None) -> Path | None:
-    """Install prefix of ``package`` from the ament index on AMENT_PREFIX_PATH, or None."""
-    if prefixes is None:
-        prefixes = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
-    for prefix in prefixes:
-        if (Path(prefix) / "share" / "ament_index" / "resource_index" / "packages" / package).is_file():
-            return Path(prefix)
-    return None
-
-
-def find_executable(package: str, executable: str) -> Path | None:
-    """``<prefix>/lib/<package>/<executable>`` if it exists and is executable."""
-    prefix = package_prefix(package)
-    if prefix is None:
-        return None
-    path = prefix / "lib" / package / executable
-    return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
 # --------------------------------------------------------------------------- substitutions
@@ -494,19 +478,37 @@ def _parse_assignments(items: Sequence[str]) -> dict[str, str]:
     return values
 
 
+def locate_launch_file(words: Sequence[str]) -> tuple[Path, list[str]]:
+    """``FILE args...`` or ``PACKAGE FILE args...`` (as ``ros2 launch``) -> the file and the rest."""
+    if not words:
+        raise LaunchError("give a launch file: PACKAGE FILE (e.g. na_bringup collect.launch.xml) or a path")
+    if len(words) >= 2 and ":=" not in words[1] and not Path(words[0]).is_file():
+        share = package_prefix(words[0])
+        if share is None:
+            raise LaunchError(f"package '{words[0]}' not found on AMENT_PREFIX_PATH (source .venv/na_env.sh)")
+        path = share / "share" / words[0] / "launch" / words[1]
+        if not path.is_file():
+            raise LaunchError(f"package '{words[0]}' has no launch file {words[1]} (looked in {path.parent})")
+        return path, list(words[2:])
+    return Path(words[0]), list(words[1:])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="na-launch",
         description="Read a ROS 2 XML launch file and print (default) or run the processes it describes. "
-                    "A stand-in for `ros2 launch FILE name:=value ...` where the launch packages are absent.")
-    parser.add_argument("file", help="launch XML file, e.g. launch/teleop.launch.xml")
-    parser.add_argument("arguments", nargs="*", help="launch arguments as name:=value")
+                    "A stand-in for `ros2 launch PACKAGE FILE name:=value ...` where the launch packages are "
+                    "absent.")
+    parser.add_argument("words", nargs="+", metavar="[PACKAGE] FILE [name:=value ...]",
+                        help="a package and one of its launch files (na_bringup collect.launch.xml), or a path "
+                             "to a launch file; then launch arguments as name:=value")
     parser.add_argument("-s", "--show-args", action="store_true", help="list the launch arguments and exit")
     parser.add_argument("--run", action="store_true",
                         help="start the processes and wait; Ctrl-C stops them (SIGINT, then SIGTERM/SIGKILL)")
     options = parser.parse_args(argv)
     try:
-        description = load_launch(options.file, _parse_assignments(options.arguments))
+        path, arguments = locate_launch_file(options.words)
+        description = load_launch(path, _parse_assignments(arguments))
     except LaunchError as exc:
         print(f"na-launch: error: {exc}", file=sys.stderr)
         return 2
