@@ -258,9 +258,21 @@ def run_live_rig(args: argparse.Namespace) -> int:
                 link = args.link_dir / name
                 if link.is_symlink():
                     link.unlink()
+        _remove_own_info(args.info_out)
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)
         print("na-sim rig: stopped", flush=True)
+
+
+def _remove_own_info(path: Path | None) -> None:
+    """Delete the --info-out file of this rig (its ports are gone); leave one another rig wrote since."""
+    if path is None:
+        return
+    try:
+        if json.loads(path.read_text()).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _supervise(args: argparse.Namespace, stop: threading.Event, rig: Any, runner: Any,
