@@ -414,15 +414,17 @@ class EpisodeReader:
             raise EpisodeBagError(f"episode bag directory not found: {self.path}")
         if not (self.path / "metadata.yaml").is_file():
             has_storage = any(self.path.glob("*.mcap")) or any(self.path.glob("*.db3"))
-            reason = ("it has no metadata.yaml (the writer did not finish; recovering such bags is not "
-                      "supported yet)") if has_storage else "it holds no rosbag2 bag (no metadata.yaml)"
+            reason = ("it has no metadata.yaml: its writer did not finish (killed mid-episode); the recorder "
+                      "repairs such episodes when it next starts on their folder") if has_storage \
+                else "it holds no rosbag2 bag (no metadata.yaml)"
             raise EpisodeBagError(f"cannot open episode bag {self.path}: {reason}")
         self.metadata = self._read_metadata()
         try:
             self._reader = AnyReader([self.path], default_typestore=typestore())
             self._reader.open()
         except (AnyReaderError, OSError, ValueError, KeyError) as err:
-            raise EpisodeBagError(f"cannot open episode bag {self.path}: {err}") from err
+            detail = f"its storage file is truncated or corrupt ({err})" if "magic" in str(err).lower() else err
+            raise EpisodeBagError(f"cannot open episode bag {self.path}: {detail}") from err
         self._open = True
         known = self._reader.typestore.fielddefs
         unknown = sorted({c.msgtype for c in self._reader.connections if c.msgtype not in known})

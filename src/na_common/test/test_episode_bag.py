@@ -165,9 +165,17 @@ def test_reader_errors(tmp_path):
     writer = eb.EpisodeWriter(tmp_path / "killed", _metadata())
     writer.add_topic("/episode/grasp", eb.BOOL)
     writer.write("/episode/grasp", T0, eb.message_class(eb.BOOL)(data=False))
-    with pytest.raises(eb.EpisodeBagError, match="did not finish"):
+    with pytest.raises(eb.EpisodeBagError, match=r"did not finish.*the recorder repairs"):
         eb.EpisodeReader(writer.path)
     writer.abort()
+
+
+def test_a_truncated_storage_file_is_named_as_such(tmp_path):
+    path = _write_episode(tmp_path)[0]
+    mcap = next(path.glob("*.mcap"))
+    mcap.write_bytes(mcap.read_bytes()[:-40])            # lose the footer and the end magic
+    with pytest.raises(eb.EpisodeBagError, match=r"episode_\d+: its storage file is truncated or corrupt"):
+        eb.EpisodeReader(path)
 
 
 def test_reads_sqlite3_bag_and_sidecar_only_metadata(tmp_path):
