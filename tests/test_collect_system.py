@@ -205,7 +205,7 @@ def test_collect_graph_records_payload_and_push_episodes(ros_context, wait_for, 
     # The killed recorder: finished episodes intact, the partial one recovered and marked incomplete.
     episodes = sorted(p for p in out.iterdir() if p.name.startswith("episode_"))
     assert [p.name for p in episodes] == ["episode_000001", "episode_000002", "episode_000003"]
-    assert recover_incomplete_episodes(out) == [episodes[2]]
+    assert recover_incomplete_episodes(out).repaired == [episodes[2]]
     for path, complete in zip(episodes, (True, True, False), strict=True):
         with EpisodeReader(path) as reader:
             assert reader.metadata["complete"] is complete

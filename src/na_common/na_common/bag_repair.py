@@ -7,16 +7,24 @@ every complete record: it copies the MCAP up to the end of its last complete top
 summary and the end magic (readers then scan the file, MCAP specification), writes the rosbag2
 ``metadata.yaml`` and marks the episode ``recovered``. The original file is kept as
 ``*.mcap.partial`` so that nothing is lost.
+
+An episode that cannot be repaired (an empty or garbled MCAP, an unreadable sidecar, a folder the
+writer died in before it wrote anything) is moved aside to ``episode_NNNNNN.unreadable`` with the
+reason, so that it never blocks a recorder's start-up, nothing is deleted, and its number is not
+reused.
 """
 
 from __future__ import annotations
 
+import json
 import struct
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from na_common.episode_bag import (
+    SET_ASIDE_SUFFIX,
     SIDECAR_NAME,
     EpisodeBagError,
     _fsync_path,
@@ -114,9 +122,10 @@ def recover_episode(path: str | Path) -> Path:
         raise EpisodeBagError(f"{path}: no {SIDECAR_NAME}; not an episode bag")
     if (path / "metadata.yaml").is_file():
         return path                       # finished (or already repaired)
-    import json
-
-    meta = validate_metadata(json.loads(sidecar.read_text()))
+    try:
+        meta = validate_metadata(json.loads(sidecar.read_text()))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise EpisodeBagError(f"{sidecar}: not readable JSON ({err})") from None
     files = sorted(path.glob("*.mcap"))
     if len(files) != 1:
         raise EpisodeBagError(f"{path}: expected one .mcap file to repair, found {len(files)}")
@@ -152,10 +161,40 @@ def recover_episode(path: str | Path) -> Path:
     return path
 
 
-def recover_incomplete_episodes(out_dir: str | Path) -> list[Path]:
-    """Repair every episode under ``out_dir`` that has a sidecar but no rosbag2 metadata."""
-    repaired = []
+@dataclass
+class RepairReport:
+    """What a start-up repair did: episodes made readable, and episodes moved aside (new path, reason)."""
+
+    repaired: list[Path] = field(default_factory=list)
+    set_aside: list[tuple[Path, str]] = field(default_factory=list)
+
+    def warnings(self) -> list[str]:
+        return ([f"recovered an interrupted episode (marked incomplete): {path}" for path in self.repaired]
+                + [f"set aside an unreadable episode as {path}: {reason}" for path, reason in self.set_aside])
+
+
+def set_aside(episode: Path) -> Path:
+    """Rename ``episode_NNNNNN`` to ``episode_NNNNNN.unreadable`` (``.unreadable.2``... if taken)."""
+    target = episode.with_name(episode.name + SET_ASIDE_SUFFIX)
+    k = 1
+    while target.exists():
+        k += 1
+        target = episode.with_name(f"{episode.name}{SET_ASIDE_SUFFIX}.{k}")
+    episode.rename(target)
+    _fsync_path(episode.parent)
+    return target
+
+
+def recover_incomplete_episodes(out_dir: str | Path) -> RepairReport:
+    """Repair every unfinished episode under ``out_dir`` (no rosbag2 metadata); set aside those that cannot be."""
+    report = RepairReport()
     for episode in list_episodes(out_dir):
-        if (episode / SIDECAR_NAME).is_file() and not (episode / "metadata.yaml").is_file():
-            repaired.append(recover_episode(episode))
-    return repaired
+        if (episode / "metadata.yaml").is_file():
+            continue
+        try:
+            if not (episode / SIDECAR_NAME).is_file():
+                raise EpisodeBagError("no episode metadata was written (the writer died while starting)")
+            report.repaired.append(recover_episode(episode))
+        except (EpisodeBagError, OSError) as err:
+            report.set_aside.append((set_aside(episode), str(err)))
+    return report

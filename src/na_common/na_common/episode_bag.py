@@ -37,6 +37,9 @@ from na_common import ament, topics
 NA_MSGS_PACKAGE = "na_msgs"
 SIDECAR_NAME = "episode.json"
 EPISODE_DIR_PATTERN = re.compile(r"^episode_(\d{6})$")
+# Episodes set aside as unreadable keep their number (``episode_000003.unreadable``): never reused.
+SET_ASIDE_SUFFIX = ".unreadable"
+NUMBERED_DIR_PATTERN = re.compile(r"^episode_(\d{6})(?:\.unreadable(?:\.\d+)?)?$")
 
 FORCE_SOURCES = ("none", "payload", "ft_sensor")
 CONDITIONS = ("nominal", "restricted_joint3")
@@ -233,8 +236,8 @@ def _write_json_atomic(path: Path, content: Mapping[str, Any]) -> None:
 
 
 def next_episode_id(out_dir: Path) -> int:
-    """One more than the largest ``episode_NNNNNN`` number in ``out_dir`` (1 when empty)."""
-    numbers = [int(m.group(1)) for p in out_dir.iterdir() if (m := EPISODE_DIR_PATTERN.match(p.name))] \
+    """One more than the largest episode number used in ``out_dir``, set-aside episodes included (1 when empty)."""
+    numbers = [int(m.group(1)) for p in out_dir.iterdir() if (m := NUMBERED_DIR_PATTERN.match(p.name))] \
         if out_dir.is_dir() else []
     return max(numbers, default=0) + 1
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from na_common.bag_repair import recover_incomplete_episodes
+from na_common.bag_repair import RepairReport, recover_incomplete_episodes
 from na_common.episode_bag import EpisodeBagError, EpisodeWriter, cdr_header_stamp_ns, has_header, task_instance_id
 
 REPORT_NAME = "report.json"
@@ -82,20 +82,21 @@ class RecorderCore:
         self.stats: dict[str, TopicStats] = {}
         self._last_flush = 0.0
         self.error = ""
-        self.recovered: list[Path] = []
+        self.repair = RepairReport()
         for name, msgtype in (topics or {}).items():
             self.add_topic(name, msgtype)
 
     # -- set-up ----------------------------------------------------------------------------
-    def prepare(self) -> list[Path]:
-        """Create/check the output directory and repair episodes left by a killed recorder."""
+    def prepare(self) -> RepairReport:
+        """Create/check the output directory and repair episodes left by a killed recorder (those that cannot
+        be repaired are set aside, never a reason not to start)."""
         try:
             self.output_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RecorderError(f"cannot create output directory {self.output_dir}: {exc.strerror}") from exc
         self._check_writable()
-        self.recovered = recover_incomplete_episodes(self.output_dir)
-        return self.recovered
+        self.repair = recover_incomplete_episodes(self.output_dir)
+        return self.repair
 
     def _check_writable(self) -> None:
         probe = self.output_dir / ".write_test"

@@ -42,8 +42,8 @@ class RecorderNode(Node):
             raise RecorderError(f"storage '{storage}' is not supported; use mcap")
         self.core = RecorderCore(output_dir, flush_period=chunk_period, min_free_bytes=int(min_free_mb) * 2**20,
                                  defaults=defaults, configured_topics=self.configured)
-        for path in self.core.prepare():
-            self.get_logger().warning(f"recovered an interrupted episode (marked incomplete): {path}")
+        for warning in self.core.prepare().warnings():
+            self.get_logger().warning(warning)
         self.qos = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
         self._recorded_topics: dict[str, object] = {}
         self.create_service(StartEpisode, "~/start", self._on_start)

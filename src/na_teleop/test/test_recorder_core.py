@@ -124,8 +124,8 @@ def test_sigkill_keeps_finished_episodes_and_the_partial_one_readable(tmp_path) 
     assert result.returncode == -signal.SIGKILL
     first, second = tmp_path / "episode_000001", tmp_path / "episode_000002"
     assert (first / "metadata.yaml").is_file() and not (second / "metadata.yaml").is_file()
-    repaired = recover_incomplete_episodes(tmp_path)
-    assert repaired == [second]
+    report = recover_incomplete_episodes(tmp_path)
+    assert report.repaired == [second] and report.set_aside == []
     with EpisodeReader(first) as reader:
         assert reader.metadata["complete"] is True and len(list(reader.messages())) == 50
     with EpisodeReader(second) as reader:
@@ -133,7 +133,7 @@ def test_sigkill_keeps_finished_episodes_and_the_partial_one_readable(tmp_path) 
         assert len(list(reader.messages())) == 30
     assert json.loads((second / "episode.json").read_text())["recovered"] is True
     assert list(second.glob("*.mcap.partial"))   # the original bytes are kept
-    assert recover_incomplete_episodes(tmp_path) == []   # idempotent
+    assert recover_incomplete_episodes(tmp_path).repaired == []   # idempotent
 
 
 def test_report_rates_use_header_stamps_when_messages_have_them(tmp_path) -> None:
@@ -157,3 +157,81 @@ def test_report_rates_use_header_stamps_when_messages_have_them(tmp_path) -> Non
     assert report.topics["/ft/wrench"]["rate_hz"] == pytest.approx(100.0)
     assert report.topics["/ft/wrench"]["max_gap_s"] == pytest.approx(0.01)
     assert report.topics["/episode/grasp"]["rate_hz"] > 1e5          # no header: receive times
+
+
+RECORDING_UNTIL_KILLED = textwrap.dedent("""
+    import sys, time
+    from na_common.episode_bag import BOOL, message_class, serialize
+    from na_teleop.recorder_core import RecorderCore
+    raw = serialize(message_class(BOOL)(data=True), BOOL)
+    core = RecorderCore(sys.argv[1], {"/episode/grasp": BOOL})      # the default chunk period
+    core.prepare()
+    core.start({"task": "killed"}, 0)
+    k = 0
+    while True:                                                      # 100 Hz until the parent kills us
+        core.on_message("/episode/grasp", k * 10_000_000, raw)
+        print(k, flush=True)
+        k += 1
+        time.sleep(0.01)
+""")
+
+
+def test_a_recorder_killed_mid_episode_is_repaired_by_the_next_start(tmp_path) -> None:
+    """SIGKILL with the default chunk period; the next recorder's start-up repairs the episode, losing at most
+    about one chunk period, and does not reuse its number."""
+    chunk_period = 1.0                               # the recorder's default (config/recorder.yaml)
+    process = subprocess.Popen([sys.executable, "-c", RECORDING_UNTIL_KILLED, str(tmp_path)],
+                               stdout=subprocess.PIPE, text=True)
+    written = 0
+    for line in process.stdout:                      # about 2.5 s of messages
+        written = int(line) + 1
+        if written >= 250:
+            break
+    process.kill()
+    process.wait(timeout=10)
+    episode = tmp_path / "episode_000001"
+    assert not (episode / "metadata.yaml").is_file()
+
+    core = RecorderCore(tmp_path, dict(TOPICS))
+    report = core.prepare()
+    assert report.repaired == [episode] and report.set_aside == []
+    with EpisodeReader(episode) as reader:
+        kept = len(list(reader.messages()))
+        assert reader.metadata["complete"] is False
+    # messages per second x (chunk period + scheduling slack on a loaded machine)
+    assert written - kept <= 100 * (chunk_period + 0.5), f"kept {kept} of {written} messages"
+    assert kept > 0
+    core.start({"task": "next"}, 0)
+    assert core.writer.path.name == "episode_000002"
+    core.stop(1)
+
+
+def test_unrepairable_leftovers_are_set_aside_and_never_block_a_start(tmp_path) -> None:
+    """A recorder killed within a fraction of a second leaves an empty MCAP (and a writer may die before its
+    sidecar): the start-up moves such folders aside, keeps their bytes, and numbering goes on after them."""
+    from na_common.episode_bag import EpisodeWriter
+
+    empty = EpisodeWriter(tmp_path, {"task": "a", "payload_grams": 0, "force_source": "none",
+                                     "condition": "nominal", "source": "live"})
+    empty.abort()
+    next(empty.path.glob("*.mcap")).write_bytes(b"")                  # 0-byte MCAP, sidecar present
+    no_sidecar = tmp_path / "episode_000002"
+    no_sidecar.mkdir()
+    (no_sidecar / "episode_000002_0.mcap").write_bytes(b"\x89MCAP0\r\n")
+    garbled = tmp_path / "episode_000003"
+    garbled.mkdir()
+    (garbled / "episode.json").write_text("{not json")
+    (garbled / "episode_000003_0.mcap").write_bytes(b"junk")
+
+    core = RecorderCore(tmp_path, dict(TOPICS))
+    report = core.prepare()
+    assert report.repaired == []
+    moved = sorted(path.name for path, _reason in report.set_aside)
+    assert moved == ["episode_000001.unreadable", "episode_000002.unreadable", "episode_000003.unreadable"]
+    assert all(reason for _path, reason in report.set_aside)
+    assert (tmp_path / "episode_000003.unreadable" / "episode.json").read_text() == "{not json"   # nothing lost
+    assert len(report.warnings()) == 3
+    core.start({"task": "b"}, 0)
+    assert core.writer.path.name == "episode_000004"
+    core.stop(1)
+    assert core.prepare().set_aside == []                            # a second start has nothing to move
