@@ -11,18 +11,22 @@ from __future__ import annotations
 import argparse
 import json
 import select
+import shutil
 import sys
 import termios
+import time
 import tty
 from contextlib import contextmanager
 
 import rclpy
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import Bool, String
 
 from na_common import topics
 from na_msgs.msg import EpisodeInfo
 from na_msgs.srv import DiscardEpisode, StartEpisode, StopEpisode
+from na_teleop.record_status import RecorderWatch, status_line
 
 FORCE_SOURCES = ("none", "payload", "ft_sensor")
 CONDITIONS = ("nominal", "restricted_joint3")
@@ -67,10 +71,12 @@ class RecordClient:
         self.discard_client = node.create_client(DiscardEpisode, f"{recorder}/discard")
         self.grasp_pub = node.create_publisher(Bool, topics.GRASP, 10)
         self.status: dict = {}
+        self.watch = RecorderWatch(time.monotonic())
         node.create_subscription(String, f"{recorder}/status", self._on_status, 10)
 
     def _on_status(self, msg: String) -> None:
         self.status = json.loads(msg.data)
+        self.watch.on_status(time.monotonic())
 
     def wait_ready(self) -> bool:
         return all(c.wait_for_service(timeout_sec=self.timeout)
@@ -84,23 +90,25 @@ class RecordClient:
         return future.result()
 
 
-def status_line(status: dict) -> str:
-    if not status.get("recording"):
-        return "idle" + (f" — {status['error']}" if status.get("error") else "")
-    rates = "  ".join(f"{t.rsplit('/', 2)[-2] if t.count('/') > 1 else t}:{v['count']}@{v['rate_hz']:.0f}Hz"
-                      for t, v in status.get("topics", {}).items())
-    return f"REC {status['episode']} {status['elapsed']:6.1f}s  {rates}"
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        return _run(build_parser().parse_args(argv))
+    except KeyboardInterrupt:
+        print("\nna-record: interrupted (an episode being recorded stays on disk, marked incomplete, until the "
+              "recorder stops it)", file=sys.stderr)
+        rclpy.try_shutdown()
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     task = args.task or input("task: ").strip()
     if not task:
         print("na-record: a task name is required", file=sys.stderr)
         return 2
     payload = args.payload if args.payload is not None else float(input("payload grams [0]: ").strip() or 0)
     force_source = args.force_source or ("payload" if payload > 0 else "none")
-    rclpy.init()
+    # Ctrl-C raises KeyboardInterrupt here (handled in main) instead of invalidating the context mid-call.
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node("na_record")
     client = RecordClient(node, args.recorder, args.timeout)
     if not client.wait_ready():
@@ -117,8 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     with single_keys(sys.stdin) as keys:
         while True:
             rclpy.spin_once(node, timeout_sec=0.05)
-            if recording and keys:
-                print("\r" + status_line(client.status)[:150].ljust(150), end="", flush=True)
+            if (lost := client.watch.lost(time.monotonic(), recording)) is not None:
+                print(("\n" if keys else "") + lost, file=sys.stderr, flush=True)
+                code = 1
+            if recording and keys and not client.watch.reported:
+                width = shutil.get_terminal_size().columns - 1
+                print("\r" + status_line(client.status, width).ljust(width), end="", flush=True)
             ready, _, _ = select.select([sys.stdin], [], [], 0.1)
             if not ready:
                 continue
@@ -132,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not recording:
                     result = client.call(client.start_client, StartEpisode.Request(info=info))
                     recording = bool(result and result.success)
+                    client.watch.on_status(time.monotonic())
                 else:
                     result = client.call(client.stop_client, StopEpisode.Request())
                     recording = not bool(result and result.success)

@@ -117,3 +117,55 @@ def test_na_record_cli_starts_stops_and_quits(ros_context, wait_for, tmp_path) -
     executor.shutdown()
     recorder.destroy_node()
     io.destroy_node()
+
+
+@pytest.mark.node
+def test_na_record_notices_a_recorder_that_died(ros_context, wait_for, tmp_path) -> None:
+    from rclpy.executors import SingleThreadedExecutor
+
+    recorder = make_recorder(ros_context, tmp_path)
+    executor = SingleThreadedExecutor(context=ros_context)
+    executor.add_node(recorder)
+    stop_spinning = threading.Event()
+    spinner = threading.Thread(target=lambda: [executor.spin_once(0.02) for _ in iter(stop_spinning.is_set, True)])
+    spinner.start()
+    cli = subprocess.Popen(["na-record", "--task", "circle_cw", "--payload", "0", "--timeout", "3"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        cli.stdin.write("\n")
+        cli.stdin.flush()
+        assert wait_for(lambda: recorder.core.recording, 30.0)
+    finally:
+        stop_spinning.set()                       # the recorder stops answering: no status, no services
+        spinner.join()
+    try:
+        output_lines: list[str] = []
+        reader = threading.Thread(target=lambda: output_lines.extend(cli.stdout), daemon=True)
+        reader.start()
+        assert wait_for(lambda: any("said nothing" in line for line in output_lines), 20.0), output_lines
+        cli.stdin.write("q\n")
+        cli.stdin.flush()
+        cli.wait(timeout=30)
+        reader.join(timeout=5)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 1, "".join(output_lines)
+    assert not any("Traceback" in line for line in output_lines), "".join(output_lines)
+    executor.shutdown()
+    recorder.core.stop(0)
+    recorder.destroy_node()
+
+
+@pytest.mark.node
+def test_na_record_ctrl_c_is_one_line_not_a_traceback() -> None:
+    import signal
+    import time
+
+    cli = subprocess.Popen(["na-record", "--task", "x", "--payload", "0", "--timeout", "30"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(2.0)                               # waiting for recorder services that never come
+    cli.send_signal(signal.SIGINT)
+    output, _ = cli.communicate(timeout=30)
+    assert cli.returncode == 130, output
+    assert "interrupted" in output and "Traceback" not in output, output
