@@ -66,6 +66,7 @@ class ProcessSpec:
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
     command_override: list[str] | None = None   # <executable cmd=...>
+    shutdown_on_exit: bool = False           # on_exit="shutdown": its exit ends the whole launch
 
     @property
     def is_node(self) -> bool:
@@ -382,7 +383,7 @@ class _Parser:
         process = ProcessSpec(
             label=join_namespace(namespace, name or executable), source=scope.current_file, package=package,
             executable=executable, executable_path=find_executable(package, executable), node_name=name,
-            namespace=namespace,
+            namespace=namespace, shutdown_on_exit=self._shutdown_on_exit(element, scope),
             arguments=shlex.split(self.attr(scope, element, "args") or ""), env=dict(scope.env))
         for child in element:
             if not isinstance(child.tag, str):
@@ -423,7 +424,15 @@ class _Parser:
                                                                                 required=True)
         self.processes.append(ProcessSpec(
             label=self.attr(scope, element, "name") or Path(cmd[0]).name, source=scope.current_file,
-            command_override=cmd, env=env, cwd=self.attr(scope, element, "cwd")))
+            command_override=cmd, env=env, cwd=self.attr(scope, element, "cwd"),
+            shutdown_on_exit=self._shutdown_on_exit(element, scope)))
+
+    def _shutdown_on_exit(self, element: ET.Element, scope: _Scope) -> bool:
+        """``on_exit="shutdown"`` (as in ros2 launch); without it a process may exit alone."""
+        value = self.attr(scope, element, "on_exit")
+        if value not in (None, "shutdown"):
+            raise self.error(scope, element, f"on_exit='{value}' is not supported (only 'shutdown')")
+        return value == "shutdown"
 
 
 def load_launch(path: str | Path, arguments: Mapping[str, str] | None = None) -> LaunchDescription:
@@ -535,18 +544,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise KeyboardInterrupt  # SIGTERM stops the children the same way as Ctrl-C
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        while all(p.poll() is None for p in processes):
-            time.sleep(0.2)
-        for spec, process in zip(description.processes, processes, strict=True):
-            if process.poll() is not None:
-                print(f"[na-launch] {spec.label} exited with code {process.returncode}; stopping the rest",
-                      file=sys.stderr)
-    except KeyboardInterrupt:
-        pass
+    with contextlib.suppress(KeyboardInterrupt):
+        supervise(description.processes, processes)
     codes = stop_processes(processes)
     return 0 if all(code in (0, -signal.SIGINT, None) for code in codes) else 1
 
+
+def supervise(specs: Sequence[ProcessSpec], processes: Sequence[subprocess.Popen], poll_s: float = 0.2) -> None:
+    """Wait as ``ros2 launch`` does: report each exit; return when all have exited, or when one marked
+    ``on_exit="shutdown"`` exits (the caller then stops the rest)."""
+    reported: set[int] = set()
+    while len(reported) < len(processes):
+        for index, (spec, process) in enumerate(zip(specs, processes, strict=True)):
+            if index in reported or process.poll() is None:
+                continue
+            reported.add(index)
+            print(f"[na-launch] {spec.label} exited with code {process.returncode}", file=sys.stderr, flush=True)
+            if spec.shutdown_on_exit:
+                print(f"[na-launch] {spec.label} is on_exit=shutdown: stopping the rest", file=sys.stderr,
+                      flush=True)
+                return
+        time.sleep(poll_s)
 
 if __name__ == "__main__":
     raise SystemExit(main())

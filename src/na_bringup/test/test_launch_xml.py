@@ -195,3 +195,33 @@ def test_cli_prints_commands_and_arguments(tmp_path: Path, capsys: pytest.Captur
     assert "what to echo" in capsys.readouterr().out
     assert main([str(f), "word=bye"]) == 2
     assert "name:=value" in capsys.readouterr().err
+
+
+def test_run_keeps_the_others_when_one_exits_and_stops_all_on_a_shutdown_process(tmp_path: Path) -> None:
+    """As ros2 launch: a process that exits does not take the others down, unless it is on_exit=shutdown."""
+    import time
+
+    from na_bringup.launch_xml import supervise
+
+    f = write(tmp_path / "d.launch.xml", """<launch>
+      <executable cmd="sleep 0.2" name="short"/>
+      <executable cmd="sleep 0.8" name="longer"/>
+    </launch>""")
+    description = load_launch(f)
+    processes = start_processes(description.processes)
+    begin = time.monotonic()
+    supervise(description.processes, processes, poll_s=0.05)
+    assert time.monotonic() - begin >= 0.7                     # waited for the longer one too
+    assert [p.returncode for p in processes] == [0, 0]
+
+    g = write(tmp_path / "e.launch.xml", """<launch>
+      <executable cmd="sleep 0.2" name="short" on_exit="shutdown"/>
+      <executable cmd="sleep 30" name="long"/>
+    </launch>""")
+    description = load_launch(g)
+    processes = start_processes(description.processes)
+    supervise(description.processes, processes, poll_s=0.05)
+    assert processes[1].poll() is None                         # returned as soon as the shutdown one exited
+    stop_processes(processes, timeout=5.0)
+    with pytest.raises(LaunchError, match="on_exit='respawn'"):
+        load_launch(write(tmp_path / "f.launch.xml", '<launch><executable cmd="true" on_exit="respawn"/></launch>'))
