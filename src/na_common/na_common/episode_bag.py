@@ -260,7 +260,7 @@ class _EpisodeRosbagWriter(Writer):
 class EpisodeWriter:
     """Writes one episode bag under ``out_dir`` (``out_dir/episode_NNNNNN/``).
 
-    ``metadata`` holds the episode keys of INTERFACES.md; ``episode_id`` picks the number
+    ``metadata`` holds the episode keys of docs/INTERFACES.md; ``episode_id`` picks the number
     (default: the next free one). The sidecar is written (``complete=false``) before any
     message, so an interrupted recording still says what it was.
     """

@@ -1,7 +1,7 @@
 """DYNAMIXEL XM430-W350 (Protocol 2.0): control table, unit conversions and status bits.
 
 One implementation, imported by the servo emulator (na_sim) and the arm driver (na_driver).
-Source of the numbers: ROBOTIS e-manual for the XM430-W350 (shared/reference/FACTS.md §2).
+Source of the numbers: ROBOTIS e-manual for the XM430-W350 (docs/REFERENCES.md, XM430-W350).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 from na_description import SpecError, load_spec
 from na_description.model import Kinematics, load_model
 
-# URDF numbers (FACTS §1, older xacro with joint1 at z = 0.017 m), typed in independently
+# URDF numbers (docs/REFERENCES.md, OpenManipulator-X, older xacro with joint1 at z = 0.017 m), typed in independently
 # of the MJCF so that the test can catch a wrong origin or axis there.
 URDF_LINK_MASSES = [0.079119962, 0.098406837, 0.13850917, 0.13274562, 0.14327573, 0.001, 0.001]
 J1 = np.array([0.012, 0.0, 0.017])

@@ -91,18 +91,18 @@ def default_parameters(spec: RobotSpec | None = None) -> dict[str, Any]:
         "servo_ids": list(spec.servo_ids),
         "joint_names": list(spec.joint_names),
         "operating_mode": "position",
-        "loop_rate": 100.0,                      # Hz, the authors' recording rate (FACTS §4)
-        "position_p_gain": [gains["p"]] * n,      # ROBOTIS ROS 2 hardware setting (FACTS §1)
+        "loop_rate": 100.0,                      # Hz, the authors' recording rate (docs/REFERENCES.md, Authors' setup)
+        "position_p_gain": [gains["p"]] * n,      # ROBOTIS ROS 2 setting (docs/REFERENCES.md, OpenManipulator-X)
         "position_i_gain": [gains["i"]] * n,
         "position_d_gain": [gains["d"]] * n,
         "current_limit": [round(MAX_CURRENT_LIMIT_A, 3)] * n,
-        "return_delay_us": 0,                    # FACTS §2: 0 instead of the 500 us default
+        "return_delay_us": 0,                    # docs/REFERENCES.md, XM430-W350: 0 instead of the 500 us default
         "homing_offsets": [j.homing_offset for j in spec.joints],
         "drive_directions": [j.drive_direction for j in spec.joints],
         "gripper_angle_points": list(spec.gripper.angle_points),
         "gripper_slide_points": list(spec.gripper.slide_points),
-        "temperature_warning": 55.0,             # degC, authors' rig (FACTS §4)
-        "temperature_trip": 60.0,                # degC, authors' rig (FACTS §4)
+        "temperature_warning": 55.0,             # degC, authors' rig (docs/REFERENCES.md, Authors' setup)
+        "temperature_trip": 60.0,                # degC, authors' rig (docs/REFERENCES.md, Authors' setup)
         "error_timeout": 0.5,
         "bus_retries": 2,
         "reply_timeout": 0.0,

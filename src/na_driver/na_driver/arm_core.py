@@ -316,7 +316,8 @@ class ArmDriverCore:
         return stale
 
     def _refresh_hardware_errors(self, replies: dict[int, ServoReply], now: float) -> None:
-        """The Alert bit says 'look at Hardware Error Status' (FACTS §2); read it, at most once a second."""
+        """The Alert bit says 'look at Hardware Error Status' (docs/REFERENCES.md, Protocol 2.0); read it,
+        at most once a second."""
         for k, sid in enumerate(self.ids):
             reply = replies.get(sid)
             if reply is None or not reply.alert or now - self._hw_error_read_at[k] < _HW_ERROR_REFRESH_S:

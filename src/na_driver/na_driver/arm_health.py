@@ -1,8 +1,8 @@
 """Per-servo health: temperature warning/trip, hardware errors, servos that stopped answering (ROS-free).
 
 Thresholds: warning 55 degC and trip 60 degC are the NeuralActuator authors' rig settings
-(FACTS §4); the servo's own overheating shutdown is at its Temperature Limit (80 degC, FACTS §2).
-Hardware Error Status bits are decoded with ``na_description.xm430``.
+(docs/REFERENCES.md, Authors' setup); the servo's own overheating shutdown is at its Temperature Limit (80 degC;
+docs/REFERENCES.md, XM430-W350). Hardware Error Status bits are decoded with ``na_description.xm430``.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def default_reply_timeout(baud_rate: int, reply_bytes: int, usb_latency_s: float
     """Receive timeout (s) for ``reply_bytes`` of status packets at ``baud_rate``.
 
     Wire time is 10 bits per byte (8N1). The margin covers the USB adapter's latency timer
-    (FACTS §2: set it to 1 ms; the FTDI default of 16 ms needs a larger timeout) and scheduling
+    (docs/REFERENCES.md, Protocol 2.0: set it to 1 ms; the FTDI default of 16 ms needs a larger timeout) and scheduling
     jitter of a non-real-time host.
     """
     return reply_bytes * 10.0 / baud_rate + usb_latency_s + 0.0015

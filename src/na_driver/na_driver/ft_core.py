@@ -51,16 +51,16 @@ def default_ft_parameters() -> dict[str, Any]:
     return {
         "backend": "netft",
         "address": "192.168.1.1",            # the Net F/T factory default IP address
-        "port": RDT_PORT,                    # FACTS §3
+        "port": RDT_PORT,                    # docs/REFERENCES.md, Net F/T
         "device": "/dev/ttyUSB0",
-        "baud_rate": 115200,                 # FACTS §4, 8N1
-        "counts_per_force": 0.0,             # 0 = backend default: 1e6 (Net F/T, FACTS §3) or 1000 (serial, mN)
-        "counts_per_torque": 0.0,            # 0 = backend default: 1e9 (Net F/T, FACTS §3) or 1000 (serial, mN·m)
+        "baud_rate": 115200,                 # 8N1 (docs/REFERENCES.md, Serial F/T sensor)
+        "counts_per_force": 0.0,  # 0 = backend default: 1e6 (docs/REFERENCES.md, Net F/T) or 1000 (serial, mN)
+        "counts_per_torque": 0.0,  # 0 = backend default: 1e9 (docs/REFERENCES.md, Net F/T) or 1000 (serial, mN·m)
         "publish_rate": 0.0,
         "frame_id": "ft_sensor",
         "axis_permutation": [0, 1, 2, 3, 4, 5],
         "axis_signs": [1.0] * 6,
-        "tare_duration": 5.0,                # s, the authors' unloaded average (FACTS §4)
+        "tare_duration": 5.0,                # s, the authors' unloaded average (docs/REFERENCES.md, Authors' setup)
         "tare_on_start": False,
         "stale_timeout": 0.1,
     }

@@ -125,7 +125,8 @@ def parse_line(line: bytes | str) -> tuple[int, int, int, int, int, int]:
 
 
 class SerialLineSource:
-    """Serial sensor sending ASCII lines ``< fx fy fz mx my mz >`` in mN and mN·m (FACTS §4, ≈200 Hz)."""
+    """Serial sensor sending ASCII lines ``< fx fy fz mx my mz >`` in mN and mN·m (≈200 Hz;
+    docs/REFERENCES.md, Serial F/T sensor)."""
 
     sequence_bits = 64
 

@@ -116,4 +116,5 @@ def test_shipped_parameter_files_are_valid(name: str) -> None:
     config = build_config(params)
     assert config.role == name.split("_")[0]
     if config.is_follower:
-        assert config.position_d_gain == (1000, 800, 500, 300, 0)    # the authors' follower gains (FACTS §4)
+        assert config.position_d_gain == (1000, 800, 500, 300, 0)  # the authors' follower gains
+                                                                   # (docs/REFERENCES.md, Authors' setup)

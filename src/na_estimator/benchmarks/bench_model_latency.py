@@ -3,7 +3,7 @@
 One sample at a time on one thread (ONNX Runtime intra-op 1, XLA CPU single-threaded), timed
 through ``OnnxActuatorModel.infer`` -- the estimator's own inference path -- and through the
 training code's ``jit_forward`` (outputs blocked on). Then throughput in samples/s at batch 32.
-Warm-up calls are excluded. The paper measured JAX JIT on an RTX 5080 GPU (Table XII, FACTS §5);
+Warm-up calls are excluded. The paper measured JAX JIT on an RTX 5080 GPU (Table XII; docs/REFERENCES.md, Paper);
 the figures here are from this machine's CPU, so compare orders of magnitude, not digits.
 
     python src/na_estimator/benchmarks/bench_model_latency.py                      # paper-sized, random weights
@@ -33,7 +33,7 @@ PAPER_CONFIG = "paper"   # the shipped training config of the paper-sized model
 SINGLE_THREAD_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 CPU_ONLY = ("CPUExecutionProvider",)
 
-# Paper Table XII (FACTS §5): JAX JIT on an RTX 5080, batch 1 unless noted.
+# Paper Table XII (docs/REFERENCES.md, Paper): JAX JIT on an RTX 5080, batch 1 unless noted.
 PAPER_MEAN_MS = 0.25
 PAPER_P95_MS = 0.31
 PAPER_HZ_BATCH1 = 4019.0

@@ -1,4 +1,4 @@
-"""The exported model's contract (ARCHITECTURE.md "Model contract"): tensor names, metadata keys and
+"""The exported model's contract (docs/ARCHITECTURE.md "Model contract"): tensor names, metadata keys and
 the check that a model fits the estimator's feature code and the arm.
 
 Pure Python/numpy: the exporter (na_training.export) writes what this module reads.

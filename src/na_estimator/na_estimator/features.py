@@ -2,7 +2,7 @@
 
 Training (vectorised over whole NAD episodes, and inside the JAX rollout) and the estimator (one
 frame at a time) both build features through :func:`compute_features`, so the two paths cannot drift.
-The feature set is the authors' OpenManipulator-X set (shared/reference/FACTS.md §4): 36 values per
+The feature set is the authors' OpenManipulator-X set (docs/REFERENCES.md, Authors' setup): 36 values per
 frame for 4 arm joints and the gripper.
 
 This module is pure numpy (no rclpy, no jax). :func:`compute_features` takes an array namespace
@@ -22,10 +22,10 @@ from na_description import RobotSpec, load_spec
 
 SCHEMA_VERSION = "na-features/1"
 HISTORY_LENGTH = 9            # 8 past frames + the current one (paper Sec. III-D)
-NORMALISED_CLIP = 10.0        # z-scores are clipped to +-10 (FACTS §4)
+NORMALISED_CLIP = 10.0        # z-scores are clipped to +-10 (docs/REFERENCES.md, Authors' setup)
 METRES_TO_MM = 1000.0         # slide features are in mm (paper kappa_g = 1000)
 
-# Std floors per unit (FACTS §4): keep near-constant channels from exploding after z-scoring.
+# Std floors per unit (docs/REFERENCES.md, Authors' setup): keep near-constant channels from exploding after z-scoring.
 STD_FLOOR_BY_UNIT = {"rad": 0.05, "mm": 1.0, "mA": 10.0, "rad/s": 0.1, "V": 0.1, "degC": 1.0}
 
 
@@ -34,7 +34,7 @@ class FeatureError(ValueError):
 
 
 def _feature_layout(spec: RobotSpec) -> list[tuple[str, str, bool]]:
-    """(name, unit, simulated) per feature, in the fixed order of FACTS §4."""
+    """(name, unit, simulated) per feature, in the fixed order of docs/REFERENCES.md, Authors' setup."""
     motors, arm = spec.joint_names, spec.arm_joint_names
     layout: list[tuple[str, str, bool]] = []
     layout += [(f"goal_position.{m}", "rad", False) for m in motors]
@@ -64,7 +64,7 @@ def feature_names(spec: RobotSpec | None = None) -> list[str]:
 
 
 def std_floors(spec: RobotSpec | None = None) -> np.ndarray:
-    """Per-feature std floor from its unit (FACTS §4)."""
+    """Per-feature std floor from its unit (docs/REFERENCES.md, Authors' setup)."""
     return np.array([STD_FLOOR_BY_UNIT[unit] for _, unit, _ in _feature_layout(spec or load_spec())])
 
 
@@ -164,7 +164,7 @@ class FeatureStats:
         return cls(data.mean(axis=0), np.maximum(data.std(axis=0), floors))
 
     def normalise(self, features, xp: Any = np):
-        """z-score clipped to +-10 (FACTS §4)."""
+        """z-score clipped to +-10 (docs/REFERENCES.md, Authors' setup)."""
         return xp.clip((features - xp.asarray(self.mean)) / xp.asarray(self.std), -NORMALISED_CLIP, NORMALISED_CLIP)
 
     def to_dict(self) -> dict[str, list[float]]:
@@ -186,7 +186,7 @@ class FeatureStats:
 def history_windows(features: np.ndarray, pad_frame: np.ndarray, length: int = HISTORY_LENGTH) -> np.ndarray:
     """All causal windows of one episode: ``[T, length, F]``, window t ends with frame t.
 
-    Frames before the episode start are the pad frame (the training mean frame, FACTS §4)."""
+    Frames before the episode start are the pad frame (the training mean frame; docs/REFERENCES.md, Authors' setup)."""
     features = np.asarray(features, dtype=float)
     pad = np.broadcast_to(np.asarray(pad_frame, dtype=float), (length - 1, features.shape[1]))
     padded = np.concatenate([pad, features], axis=0)

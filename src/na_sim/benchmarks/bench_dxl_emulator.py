@@ -1,7 +1,7 @@
 """Round-trip time of the servo bus emulator under the live rig's load, measured with the real dynamixel-sdk.
 
-Load (FACTS §4): a 100 Hz loop of one Sync Read of the state block (addresses 124-146, 23 bytes)
-plus one Sync Write of Goal Position for five servos (IDs 11-15) at 1 Mbps. The emulator runs in
+Load (docs/REFERENCES.md, Authors' setup): a 100 Hz loop of one Sync Read of the state block (addresses 124-146, 23
+bytes) plus one Sync Write of Goal Position for five servos (IDs 11-15) at 1 Mbps. The emulator runs in
 its own process (as in the live rig) unless ``--same-process``. Prints percentiles of the Sync Read
 round trip, the Sync Write send time and the whole cycle, plus missed 100 Hz deadlines.
 

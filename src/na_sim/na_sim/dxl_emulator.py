@@ -4,7 +4,7 @@ A client (the real dynamixel-sdk, or anything that speaks Protocol 2.0) opens ``
 like a U2D2 serial port. The bus thread parses instruction packets, lets every addressed
 ``ServoRegisters`` execute them and writes the status packets back, honouring Status Return
 Level, Return Delay Time (real time) and, optionally, the wire time of every byte at the baud
-rate. Behaviour follows the ROBOTIS e-manual, Protocol 2.0 (FACTS §2); choices where the
+rate. Behaviour follows the ROBOTIS e-manual, Protocol 2.0 (docs/REFERENCES.md, Protocol 2.0); choices where the
 manual is silent are listed in the package README ("Servo bus emulator").
 """
 

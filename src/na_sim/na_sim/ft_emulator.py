@@ -4,14 +4,14 @@ Both read the true wrench from ``wrench_source() -> array(6)`` (sensor frame; Fx
 Tx Ty Tz in N·m), add white noise and a slowly drifting offset (a random walk from a random
 start, so a tare matters) and apply the F/T faults of ``na_sim.faults``.
 
-* Net F/T RDT (FACTS §3): requests are 8 bytes big-endian ``uint16 0x1234, uint16 command,
+* Net F/T RDT (docs/REFERENCES.md, Net F/T): requests are 8 bytes big-endian ``uint16 0x1234, uint16 command,
   uint32 count``; 0x0002 starts streaming ``count`` records (0 = until stopped) to the sender,
   0x0000 stops, 0x0042 sets the software bias (subtracts the current reading from later ones).
   Records are 36 bytes big-endian ``uint32 rdt_sequence, uint32 ft_sequence, uint32 status,
   int32 Fx Fy Fz Tx Ty Tz`` in counts (default 1e6 counts/N and 1e9 counts/N·m as hard-coded by
   ros-drivers/ati_netft_ros_driver; note int32 then saturates at ±2.147 N·m).
-* Serial sensor (FACTS §4, the authors' sensor): ASCII lines ``< fx fy fz mx my mz >\\r\\n`` of
-  signed integers, forces in mN and moments in mN·m, ≈200 Hz, 115200 8N1 nominal.
+* Serial sensor (the authors' sensor; docs/REFERENCES.md, Serial F/T sensor): ASCII lines
+  ``< fx fy fz mx my mz >\\r\\n`` of signed integers, forces in mN and moments in mN·m, ≈200 Hz, 115200 8N1 nominal.
 """
 
 from __future__ import annotations

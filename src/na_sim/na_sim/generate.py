@@ -3,7 +3,7 @@
 No ROS, no pty: the rig (:class:`na_sim.rig.Rig`) is stepped as fast as the CPU allows and the
 servo control tables are read and written the way the arm drivers do over the bus, so a
 generated bag carries the same topics, types, stamps and units as a live recording
-(docs/INTERFACES.md). One cycle of the 100 Hz driver loop (FACTS §4) at time t:
+(docs/INTERFACES.md). One cycle of the 100 Hz driver loop (docs/REFERENCES.md, Authors' setup) at time t:
 
 1. leader driver: one Sync Read of Present PWM .. Present Temperature from every leader servo,
    decoded with ``na_description.xm430`` -> ``/leader/arm_state``, ``/leader/joint_states``;
@@ -14,7 +14,7 @@ generated bag carries the same topics, types, stamps and units as a live recordi
 4. ground truth -> ``/sim/truth/wrench`` (base frame, environment on tool), ``/sim/truth/contact``;
    the operator's grasp flag -> ``/episode/grasp`` (on change and at 10 Hz);
 5. physics to t + 10 ms; in ``ft_sensor`` episodes the F/T sensor is sampled every 5 ms
-   (~200 Hz, FACTS §4) -> ``/ft/wrench`` (sensor frame, tared, with noise).
+   (~200 Hz; docs/REFERENCES.md, Serial F/T sensor) -> ``/ft/wrench`` (sensor frame, tared, with noise).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from na_sim.rig import Rig
 from na_sim.rig_config import RigConfig
 from na_sim.tasks import PAYLOAD_TASKS, PUSH_AXES, TASK_IDS, TaskEpisode, TaskError, check_task_name, make_task
 
-DRIVER_RATE_HZ = 100.0           # teleop/driver loop while recording (FACTS §4)
-FT_RATE_HZ = 200.0               # the authors' F/T sensor rate, ≈200 Hz (FACTS §4)
+DRIVER_RATE_HZ = 100.0           # teleop/driver loop while recording (docs/REFERENCES.md, Authors' setup)
+FT_RATE_HZ = 200.0               # the authors' F/T sensor rate, ≈200 Hz (docs/REFERENCES.md, Serial F/T sensor)
 GRASP_RATE_HZ = 10.0             # /episode/grasp heartbeat (also sent on every change)
-USB_LATENCY_S = 0.001            # FTDI latency timer set to 1 ms (FACTS §2)
+USB_LATENCY_S = 0.001            # FTDI latency timer set to 1 ms (docs/REFERENCES.md, Protocol 2.0)
 BUS_JITTER_S = 0.0003            # s, uniform extra bus time per transaction (assumed)
 TELEOP_DELAY_S = 0.0002          # s from the leader sample to the published command (assumed)
 FT_FORCE_NOISE_N = 0.02          # N, std of the tared sensor's force noise (assumed, ATI-class sensor)

@@ -26,7 +26,7 @@ from na_sim.dxl_emulator import DxlBusEmulator
 from na_sim.faults import DxlFaults, FtFaults
 from na_sim.ft_emulator import NetFtEmulator, SerialFtEmulator
 
-BUS_BAUD = 1_000_000              # FACTS §4: the authors' arms run at 1 Mbps
+BUS_BAUD = 1_000_000              # docs/REFERENCES.md, Authors' setup: the authors' arms run at 1 Mbps
 OPERATOR_RATE_HZ = 100.0          # how often the scripted operator moves the leader
 GIL_SWITCH_INTERVAL_S = 5e-4      # physics, two buses and two sensors share one interpreter
 

@@ -2,7 +2,7 @@
 
 Packet: ``FF FF FD 00 | ID | LEN_L LEN_H | INST | params... | CRC_L CRC_H`` with LEN = bytes
 after LEN (instruction, parameters, CRC), counted after byte stuffing. Status packets use
-INST 0x55 followed by the ERR byte. Source: ROBOTIS e-manual "Protocol 2.0" (FACTS §2).
+INST 0x55 followed by the ERR byte. Source: ROBOTIS e-manual "Protocol 2.0" (docs/REFERENCES.md, Protocol 2.0).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ per-servo Python loops) so that the offline generator runs many times faster tha
 Angles here are *servo shaft* angles (rad, 0 = 2048 pulses, before the Drive Mode and Homing
 Offset registers); torques are at the output shaft (N·m).
 
-Firmware (ROBOTIS e-manual, XM430-W350 "Position P/I/D Gain", FACTS §2): the position PID works
+Firmware (ROBOTIS e-manual, XM430-W350 "Position P/I/D Gain"; docs/REFERENCES.md, XM430-W350): the position PID works
 on pulses with KPP = P/128, KPI = I/65536, KPD = D/16 per firmware control period and outputs
 PWM units (885 = 100 % duty), limited by PWM Limit; in current-based position mode the same
 output is a current in 2.69 mA units limited by Goal Current. Every constant of the motor,

@@ -1,7 +1,7 @@
 """Control-table memory of one emulated DYNAMIXEL XM430-W350 (Protocol 2.0).
 
 ROS-free. The layout, defaults, ranges and access rights come from ``na_description.xm430``
-(ROBOTIS e-manual, FACTS §2); this module adds the servo's rules for protocol access:
+(ROBOTIS e-manual; docs/REFERENCES.md, XM430-W350); this module adds the servo's rules for protocol access:
 
 * reads may span reserved bytes inside the 256-byte table (they read 0); past the end -> Access Error;
 * writes must cover whole registers (a partial register -> Data Length Error), must not touch a

@@ -75,7 +75,7 @@ class TaskError(ValueError):
 
 
 def fixture_dict(pose: FixturePose) -> dict[str, list[float]]:
-    """Fixture pose as the ``fixture:`` YAML/metadata mapping (INTERFACES.md)."""
+    """Fixture pose as the ``fixture:`` YAML/metadata mapping (docs/INTERFACES.md)."""
     return {"position": [float(v) for v in pose.position], "rpy": [float(v) for v in pose.rpy]}
 
 
@@ -212,7 +212,7 @@ class TaskEpisode:
         return self.payload_grams > 0 and any(a <= t < b for a, b in self.grasp_intervals)
 
     def metadata(self) -> dict[str, Any]:
-        """Episode metadata keys owned by the task (INTERFACES.md)."""
+        """Episode metadata keys owned by the task (docs/INTERFACES.md)."""
         return {"task": self.task, "task_instance": self.task_instance, "payload_grams": self.payload_grams,
                 "force_source": self.force_source, "condition": self.condition, "seed": self.seed,
                 "fixture": fixture_dict(self.fixture) if self.fixture else None}

@@ -13,8 +13,8 @@ from dynamixel_sdk import PacketHandler, PortHandler
 from na_sim.dxl_emulator import DxlBusEmulator
 from na_sim.servo_registers import ServoRegisters
 
-ARM_IDS = (11, 12, 13, 14, 15)          # FACTS §4: the authors' arms use IDs 11-15
-BUS_BAUD = 1_000_000                    # FACTS §4: 1 Mbps
+ARM_IDS = (11, 12, 13, 14, 15)          # docs/REFERENCES.md, Authors' setup: the authors' arms use IDs 11-15
+BUS_BAUD = 1_000_000                    # docs/REFERENCES.md, Authors' setup: 1 Mbps
 
 
 @dataclass

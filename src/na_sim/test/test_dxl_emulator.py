@@ -436,7 +436,7 @@ def test_live_rig_serves_both_arms_and_the_ft_sensors(tmp_path, wait_for, monkey
         for key in ("follower_port", "leader_port"):
             port = PortHandler(info[key])
             assert port.openPort() and port.setBaudRate(info["baud_rate"])
-            for servo_id in info["servo_ids"]:                  # as the driver does (FACTS §2 timing)
+            for servo_id in info["servo_ids"]:                  # as the driver does (docs/REFERENCES.md, Protocol 2.0)
                 assert handler.write1ByteTxRx(port, servo_id, REG["return_delay_time"].address, 0) == (COMM_SUCCESS, 0)
             group = GroupSyncRead(port, handler, xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_LENGTH)
             for servo_id in info["servo_ids"]:

@@ -122,7 +122,7 @@ def test_push_episode_has_contact_force_and_ft(push):
                       for _, m in _read(result.path, "/sim/truth/wrench")])
     d = np.asarray(PUSH_AXES["px"])
     assert contact[:100].sum() == 0 and contact.sum() > 20
-    # Environment on the tool pushes back against the press (INTERFACES.md sign) ...
+    # Environment on the tool pushes back against the press (docs/INTERFACES.md sign) ...
     assert np.max(-(truth @ d)) > 3.0
     assert np.all(np.linalg.norm(truth[~contact], axis=1) < 1e-9)
     # ... and the tared sensor (frame = base here, rpy 0) reads the tool pushing along +X.

@@ -36,7 +36,7 @@ def test_every_task_within_limits_and_smooth(task, kin):
     assert np.all(q >= lower) and np.all(q <= upper), "pose outside the spec joint limits"
     velocity = np.diff(q, axis=0) * RATE_HZ
     acceleration = np.diff(velocity, axis=0) * RATE_HZ
-    # XM430: 46 rpm = 4.8 rad/s no-load (FACTS §2); a human operator stays well below.
+    # XM430: 46 rpm = 4.8 rad/s no-load (docs/REFERENCES.md, XM430-W350); a human operator stays well below.
     assert np.max(np.abs(velocity)) < 3.0
     assert np.max(np.abs(acceleration)) < 25.0
     # The episode starts and ends nearly at rest (only tremor).

@@ -24,7 +24,7 @@ DEFAULT_OVERLOAD_CURRENT_A = 1.2
 # The issue's staleness bound for the leader stream.
 DEFAULT_STALE_TIMEOUT_S = 0.1
 # Largest command change per leader sample. At the drivers' 100 Hz this allows 10 rad/s, about
-# twice the XM430-W350's no-load speed (46 rpm = 4.8 rad/s, FACTS §2), so normal motion passes.
+# twice the XM430-W350's no-load speed (46 rpm = 4.8 rad/s; docs/REFERENCES.md, XM430-W350), so normal motion passes.
 DEFAULT_MAX_STEP_RAD = 0.1
 
 

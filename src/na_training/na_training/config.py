@@ -18,7 +18,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class LossConfig:
-    """Loss weights (paper Appendix B-a; FACTS §4): 100·(arm + 0.02·gripper_mm) + 30·force + 1·gate."""
+    """Loss weights 100·(arm + 0.02·gripper_mm) + 30·force + 1·gate (paper Appendix B-a;
+    docs/REFERENCES.md, Authors' setup)."""
 
     position_weight: float = 100.0
     gripper_weight: float = 0.02
@@ -48,7 +49,8 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Differentiable simulator settings (FACTS §4: 4 substeps of 0.00425 s, velocity clip 10 rad/s, float64)."""
+    """Differentiable simulator settings: 4 substeps of 0.00425 s, velocity clip 10 rad/s, float64
+    (docs/REFERENCES.md, Authors' setup)."""
 
     substeps: int = 4
     max_joint_velocity: float = 10.0

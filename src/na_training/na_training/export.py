@@ -1,4 +1,4 @@
-"""ONNX export of a trained NeuralActuator (ARCHITECTURE.md "Model contract").
+"""ONNX export of a trained NeuralActuator (docs/ARCHITECTURE.md "Model contract").
 
 Graph: input ``features [batch, L, F]`` float32 raw SI features (normalisation inside the graph);
 outputs ``torque_surrogate [batch, n]``, ``force_raw [batch, 3]``, ``contact_prob [batch, 1]``,

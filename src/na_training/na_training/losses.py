@@ -1,4 +1,4 @@
-"""Training losses (paper Eq. 13-18, Appendix B-a; FACTS §4).
+"""Training losses (paper Eq. 13-18, Appendix B-a; docs/REFERENCES.md, Authors' setup).
 
 L = w_pos (L_arm + w_grip L_grip) + w_force L_force + w_gate L_gate + w_cond L_cond with Smooth-L1 on the
 arm joints (rad) and the gripper slide (mm), a Huber force loss with nonzero-force up-weighting and a

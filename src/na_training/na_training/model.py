@@ -1,4 +1,4 @@
-"""The NeuralActuator Transformer in Flax NNX (paper Sec. III-D, FACTS §4).
+"""The NeuralActuator Transformer in Flax NNX (paper Sec. III-D; docs/REFERENCES.md, Authors' setup).
 
 Input: raw SI feature windows ``[B, L, F]`` (the contract of ``na_estimator.features``); the
 z-score normalisation (training statistics, clip +-10) is part of the model state and applied
@@ -25,7 +25,7 @@ class ModelConfig:
     """Architecture sizes. Defaults are the paper's (d=192, 4 heads, ff=384, 4 blocks, 9 tokens).
 
     ``head_hidden`` is not given by the paper; 160 puts the 36-feature model at 1.440 M parameters,
-    the paper's 1.44 M (Table XIII / FACTS §5)."""
+    the paper's 1.44 M (Table XII; docs/REFERENCES.md, Paper)."""
 
     num_features: int = NUM_FEATURES
     history_length: int = HISTORY_LENGTH
@@ -122,7 +122,7 @@ class NeuralActuator(nnx.Module):
         self.feature_std[...] = jnp.asarray(std, jnp.float32)
 
     def __call__(self, features: jax.Array) -> dict[str, jax.Array]:
-        """Raw feature windows ``[B, L, F]`` -> outputs of the model contract (ARCHITECTURE.md)."""
+        """Raw feature windows ``[B, L, F]`` -> outputs of the model contract (docs/ARCHITECTURE.md)."""
         x = features.astype(jnp.float32)
         x = jnp.clip((x - self.feature_mean[...]) / self.feature_std[...], -NORMALISED_CLIP, NORMALISED_CLIP)
         h = self.input_projection(x) + self.positions[...]

@@ -1,6 +1,6 @@
 """Neural Actuation Dataset v1 (NAD): column schema, deterministic Parquet writer, loader, splits.
 
-Layout (ARCHITECTURE.md "NAD v1")::
+Layout (docs/ARCHITECTURE.md "NAD v1")::
 
     NAD/meta/info.json             schema version, robot, rate, joint names, columns with units
     NAD/meta/episodes.parquet      one row per episode (id, task, instance, payload, split, ...)

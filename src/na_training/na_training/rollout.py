@@ -3,8 +3,8 @@
 At every frame the model sees a window whose current token is built, through the shared feature
 contract, from the *simulated* position, velocity and slide (tracking errors recomputed) and the
 *recorded* goals and telemetry (current, voltage, temperature); its clipped torque surrogate then
-drives ``substeps`` MuJoCo steps (paper Sec. III-D, Eq. 10; FACTS §4). ``lax.scan`` over frames,
-reverse-mode gradients through the whole horizon (BPTT), ``jax.checkpoint`` per frame.
+drives ``substeps`` MuJoCo steps (paper Sec. III-D, Eq. 10; docs/REFERENCES.md, Authors' setup). ``lax.scan`` over
+frames, reverse-mode gradients through the whole horizon (BPTT), ``jax.checkpoint`` per frame.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ with contextlib.redirect_stdout(io.StringIO()):
 
 
 def enable_float64(enabled: bool = True) -> None:
-    """MJX runs in float64 when x64 is on (FACTS §4); the model itself stays float32."""
+    """MJX runs in float64 when x64 is on (docs/REFERENCES.md, Authors' setup); the model itself stays float32."""
     jax.config.update("jax_enable_x64", bool(enabled))
 
 

@@ -16,7 +16,7 @@ from na_description import RobotSpec, load_spec
 from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
 from na_training.batches import TrainingEpisode, training_episode
 
-TORQUE_PER_AMP = 1.78     # N*m/A, XM430-W350 stall torque / stall current at 12 V (FACTS §2: 4.1 / 2.3)
+TORQUE_PER_AMP = 1.78     # N*m/A: 4.1 N·m / 2.3 A, XM430-W350 stall at 12 V (docs/REFERENCES.md, XM430-W350)
 
 
 def synthetic_episode(frames: int, seed: int = 0, spec: RobotSpec | None = None, substeps: int = 4,

@@ -7,7 +7,7 @@ from flax import nnx
 from na_estimator.features import NORMALISED_CLIP, NUM_FEATURES
 from na_training.model import ModelConfig, build_model, jit_forward, parameter_count
 
-PAPER_PARAMETERS = 1.44e6   # paper Table XIII / FACTS §5
+PAPER_PARAMETERS = 1.44e6   # paper Table XII; docs/REFERENCES.md, Paper
 TINY = ModelConfig(d_model=16, num_heads=2, d_ff=32, num_blocks=1, head_hidden=16)
 
 

@@ -290,7 +290,8 @@ class OnnxPredictor:
         self.batch_size = batch_size
 
     def _pad_frame(self) -> np.ndarray | None:
-        """The training mean frame pads history before an episode start (FACTS §4), if the model has it."""
+        """The training mean frame pads history before an episode start, if the model has it
+        (docs/REFERENCES.md, Authors' setup)."""
         for key in ("feature_stats", "feature_mean", "pad_frame"):
             if key in self.meta:
                 value = json.loads(self.meta[key])

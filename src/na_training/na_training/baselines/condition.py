@@ -55,7 +55,7 @@ def condition_experiment(train: Sequence, test: Sequence) -> tuple[list, list]:
 WINDOW_SIZE = 64          # frames (paper Sec. IV-G)
 WINDOW_OVERLAP = 0.5      # 50 % (paper Sec. IV-G)
 LOW_HIGH_SPLIT_HZ = 2.0   # teleoperated motion lies below ~2 Hz; above it is vibration and noise
-MOTION_VELOCITY = 0.05    # rad/s, ≈2 XM430 velocity units (0.229 rpm each, FACTS §2)
+MOTION_VELOCITY = 0.05    # rad/s, ≈2 XM430 velocity units (0.229 rpm each; docs/REFERENCES.md, XM430-W350)
 VELOCITY_FLOOR = 0.01     # rad/s, keeps the current-to-velocity ratio finite at rest
 RF_TREES, RF_DEPTH = 200, 15   # paper Sec. IV-G
 

@@ -23,7 +23,8 @@ from na_training.baselines.dynamics import InverseDynamicsCache
 from na_training.baselines.episodes import EpisodeArrays
 from na_training.baselines.id_linear import DEFAULT_MIN_SLOPE, IDLinear, free_motion_training_frames
 
-# Smoothing of sgn(q̇): a bit below the XM430 velocity resolution, 0.229 rpm ≈ 0.024 rad/s (FACTS §2).
+# Smoothing of sgn(q̇): a bit below the XM430 velocity resolution, 0.229 rpm ≈ 0.024 rad/s
+# (docs/REFERENCES.md, XM430-W350).
 SIGN_VELOCITY = 0.01
 DEFAULT_BACKLASH_VELOCITY = 0.05      # rad/s: |q̇| that moves the gear onto the other flank
 STRIBECK_VELOCITY_RANGE = (0.005, 3.0)  # rad/s, search interval for vs

@@ -9,7 +9,7 @@ import numpy as np
 from na_training.baselines.dynamics import InverseDynamicsCache, force_from_joint_residual
 from na_training.baselines.episodes import EpisodeArrays
 
-# XM430-W350 stall torque / stall current at 12 V = 4.1 N·m / 2.3 A ≈ 1.78 N·m/A (FACTS §2).
+# XM430-W350 stall torque / stall current at 12 V = 4.1 N·m / 2.3 A ≈ 1.78 N·m/A (docs/REFERENCES.md, XM430-W350).
 DATASHEET_TORQUE_CONSTANT = 4.1 / 2.3
 # The paper clamps non-positive fitted slopes to "a small positive value" without giving it;
 # we use 1 % of the datasheet constant, which leaves that joint's current almost unused.
