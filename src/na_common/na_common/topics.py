@@ -38,7 +38,7 @@ ESTIMATED_CONDITION = f"{ESTIMATOR_NS}/condition"
 ESTIMATED_TORQUE = f"{ESTIMATOR_NS}/torque"
 ESTIMATE_MARKER = f"{ESTIMATOR_NS}/marker"
 
-# The recorder node's name (its services are ~/start, ~/stop, ~/discard and ~/status).
+# The recorder node's name: its services ~/start, ~/stop, ~/discard and its status topic ~/status (String).
 RECORDER_NODE = "/recorder"
 
 # Message types (rosbag2 spelling) of the topics an episode bag holds.
