@@ -165,20 +165,11 @@ def parameters_set_by_launch(process) -> set[str]:
 
 # --------------------------------------------------------------------------- graph
 @pytest.fixture
-def emulated_buses():
+def emulated_buses(make_servos):
     """Leader and follower buses of five emulated XM430s (IDs from the robot spec) on pseudo-terminals."""
-    from na_description import load_spec
     from na_sim.dxl_emulator import DxlBusEmulator
-    from na_sim.servo_registers import ServoRegisters
 
-    buses = []
-    for _ in ("leader", "follower"):
-        servos = []
-        for sid in load_spec().servo_ids:
-            servo = ServoRegisters(sid)
-            servo.set("return_delay_time", 0)
-            servos.append(servo)
-        buses.append(DxlBusEmulator(servos).start())
+    buses = [DxlBusEmulator(make_servos()).start() for _ in ("leader", "follower")]
     yield buses
     for bus in buses:
         bus.stop()
