@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from na_common.diagnostics import ERROR, OK, WARN, Level
 from na_description import xm430
 from na_driver.arm_config import ArmConfig
-from na_driver.arm_health import ERROR, OK, WARN, HealthEvent, HealthMonitor
+from na_driver.arm_health import HealthEvent, HealthMonitor
 from na_driver.dxl_bus import BusError, DxlBus, PortLostError, PortOpenError, ServoReply
 
 REG = xm430.REGISTERS
@@ -488,7 +489,15 @@ class ArmDriverCore:
         self.bus.close()
 
     # ---- diagnostics ----------------------------------------------------------------------------
-    def servo_status(self) -> list[tuple[int, str, int, str]]:
+    def bus_status(self, loop_running: bool) -> tuple[Level, str]:
+        """Diagnostic level and message of the bus (the loop thread belongs to the node)."""
+        if self.port_lost:
+            return ERROR, f"port '{self.config.port}' lost, reopening"
+        if not loop_running:
+            return ERROR, "bus loop stopped"
+        return OK, "running"
+
+    def servo_status(self) -> list[tuple[int, str, Level, str]]:
         """(servo ID, joint, level, message) per servo."""
         out = []
         for k, servo in enumerate(self.health.servos):
