@@ -231,13 +231,11 @@ class ArmDriverCore:
 
     # ---- commands --------------------------------------------------------------------------
     def set_command(self, positions: Sequence[float], names: Sequence[str] | None = None) -> None:
-        """Latest joint-side goal (rad; gripper: servo angle). Raises ValueError on bad input."""
+        """Latest joint-side goal (rad; gripper: servo angle), named by ``names`` in any order (None: spec order).
+        Raises ValueError (:class:`JointNameError` for names) on bad input."""
         values = np.asarray(positions, dtype=float)
-        if names:
-            if sorted(names) != sorted(self.config.joint_names) or len(names) != len(values):
-                raise ValueError(f"command joint names {list(names)} do not match {list(self.config.joint_names)}")
-            order = {name: k for k, name in enumerate(names)}
-            values = values[[order[name] for name in self.config.joint_names]]
+        if names is not None:
+            values = self.spec.reorder(names, values, "command position")
         if values.shape != (self.config.n_servos,):
             raise ValueError(f"command needs {self.config.n_servos} positions, got {values.shape[0]}")
         if not np.all(np.isfinite(values)):
