@@ -52,7 +52,8 @@ def declare_and_read(node: Node, defaults: Mapping[str, Any], descriptions: Mapp
                      typed: bool = True) -> dict[str, Any]:
     """Declare every key of ``defaults`` with its description and read the values back.
 
-    Parameters are declared with dynamic typing, so YAML ``100`` and ``100.0`` both work. ``typed``:
+    A key declared before is only read (a node reads e.g. ``robot_spec`` first when the other defaults
+    depend on it). Parameters are declared with dynamic typing, so YAML ``100`` and ``100.0`` both work. ``typed``:
     each value is then converted to its default's type (int -> float, whole float -> int, element-wise
     in lists) and a value of another kind raises :class:`ParameterError` naming the parameter; without
     it values come back as given, for a node whose config builder checks them itself.
@@ -62,8 +63,9 @@ def declare_and_read(node: Node, defaults: Mapping[str, Any], descriptions: Mapp
         raise ValueError(f"parameters without a description: {', '.join(undescribed)}")
     values = {}
     for name, default in defaults.items():
-        descriptor = ParameterDescriptor(description=descriptions[name], dynamic_typing=True)
-        node.declare_parameter(name, default, descriptor)
+        if not node.has_parameter(name):
+            descriptor = ParameterDescriptor(description=descriptions[name], dynamic_typing=True)
+            node.declare_parameter(name, default, descriptor)
         value = node.get_parameter(name).value
         value = list(value) if isinstance(value, (list, tuple)) or hasattr(value, "tolist") else value
         values[name] = _as_type_of(name, value, default) if typed else value

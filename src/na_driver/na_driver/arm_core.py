@@ -80,13 +80,13 @@ class ArmDriverCore:
 
     def __init__(self, config: ArmConfig, log: Logger | None = None, bus: DxlBus | None = None) -> None:
         self.config = config
-        self.spec = config.joint_spec()
+        self.spec = config.robot_spec
         self.log = log or _log_default
         self.bus = bus or DxlBus(config.port, config.baud_rate, reply_timeout=config.reply_timeout or None,
                                  retries=config.bus_retries)
         n = config.n_servos
         self.ids = list(config.servo_ids)
-        self._direction = np.array(config.drive_directions, dtype=float)
+        self._direction = np.array([j.drive_direction for j in self.spec.joints], dtype=float)
         self._lower, self._upper = self.spec.servo_angle_limits()
         self._gripper = config.gripper_index
         nan = np.full(n, np.nan)
@@ -169,8 +169,8 @@ class ArmDriverCore:
         return {
             "operating_mode": self.config.operating_mode,
             "return_delay_time": round(self.config.return_delay_us * 1e-6 / xm430.RETURN_DELAY_UNIT_S),
-            "drive_mode": 0,                 # direction is applied in software (drive_directions)
-            "homing_offset": 0,              # homing is applied in software (homing_offsets)
+            "drive_mode": 0,                 # direction is applied in software (robot spec)
+            "homing_offset": 0,              # homing is applied in software (robot spec)
             "current_limit": int(xm430.amp_to_current_units(self.config.current_limit[k])),
         }
 

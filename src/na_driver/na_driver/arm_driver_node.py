@@ -25,10 +25,18 @@ from na_common.ros_node import (
     log_at,
     run_node,
     stamp_at,
+    undeclared_overrides,
     usage,
 )
 from na_description import xm430
-from na_driver.arm_config import ArmConfig, ConfigError, build_config, default_parameters
+from na_driver.arm_config import (
+    ArmConfig,
+    ConfigError,
+    build_config,
+    default_parameters,
+    load_robot_spec,
+    reject_robot_facts,
+)
 from na_driver.arm_core import ArmDriverCore, ArmSample, StartupError
 from na_driver.dxl_bus import BusError
 from na_driver.loop_timing import DeadlineLoop
@@ -37,9 +45,9 @@ from na_msgs.msg import ArmState, JointCommand
 PARAMETER_DESCRIPTIONS = {
     "port": "serial device of the bus (e.g. /dev/ttyUSB0) or the emulator's pty path",
     "role": "leader (torque off, moved by hand) or follower (tracks ~command)",
+    "robot_spec": "robot spec YAML (servo IDs, joint names, homing, directions, gripper map, limits); "
+                  "empty: the OpenManipulator-X spec shipped with na_description",
     "baud_rate": "bus baud rate in bit/s (must match the servos' Baud Rate register)",
-    "servo_ids": "DYNAMIXEL IDs in joint order",
-    "joint_names": "joint names in servo order",
     "operating_mode": "position, extended_position, current_based_position, ... (xm430.OPERATING_MODES)",
     "loop_rate": "bus loop rate in Hz (one Sync Read per cycle)",
     "position_p_gain": "Position P Gain per servo (register units)",
@@ -47,10 +55,6 @@ PARAMETER_DESCRIPTIONS = {
     "position_d_gain": "Position D Gain per servo (register units)",
     "current_limit": "Current Limit per servo in A (EEPROM)",
     "return_delay_us": "Return Delay Time in microseconds (EEPROM, even, 0 recommended)",
-    "homing_offsets": "rad added to the servo angle to get the joint angle (software)",
-    "drive_directions": "+1/-1 per servo, sign from servo to joint angle (software)",
-    "gripper_angle_points": "two gripper servo angles (rad) of the linear angle-to-slide map",
-    "gripper_slide_points": "the finger slides (m) at those angles",
     "temperature_warning": "degC: warn above this",
     "temperature_trip": "degC: a follower turns torque off at this temperature",
     "error_timeout": "s without a valid reply before a servo is reported as failed",
@@ -86,7 +90,12 @@ class ArmDriverNode(Node):
             raise
 
     def _read_parameters(self) -> dict:
-        return declare_and_read(self, default_parameters(), PARAMETER_DESCRIPTIONS, typed=False)
+        """``robot_spec`` first: the other defaults (joint count, baud rate, gains, frame) come from that spec."""
+        spec_path = declare_and_read(self, {"robot_spec": ""}, PARAMETER_DESCRIPTIONS, typed=False)["robot_spec"]
+        params = declare_and_read(self, default_parameters(load_robot_spec(spec_path)), PARAMETER_DESCRIPTIONS,
+                                  typed=False)
+        reject_robot_facts(undeclared_overrides(self))
+        return params
 
     # ---- loop thread ----------------------------------------------------------------------
     def _step(self) -> None:
