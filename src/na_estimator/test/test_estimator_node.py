@@ -13,25 +13,42 @@ from na_estimator.estimator_node import EstimatorNode
 NAMES = ["joint1", "joint2", "joint3", "joint4", "gripper"]
 
 
+class Peer:
+    """The estimator node under test and a node that plays the follower and listens to the outputs."""
+
+    def __init__(self, graph, model_path, **params) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from std_srvs.srv import Trigger
+
+        from na_msgs.msg import ActuatorEstimate, ArmState, Contact, JointCommand
+
+        overrides = [Parameter(k, value=v) for k, v in {"model_path": str(model_path), **params}.items()]
+        self.estimator = graph.add(EstimatorNode(context=graph.context, parameter_overrides=overrides))
+        io = graph.probe("estimator_io")
+        self.estimates: list[ActuatorEstimate] = []
+        self.contacts: list[Contact] = []
+        self.diagnostics: list[DiagnosticArray] = []
+        io.create_subscription(ActuatorEstimate, "/estimator/estimate", self.estimates.append, 10)
+        io.create_subscription(Contact, "/estimator/contact", self.contacts.append, 10)
+        io.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 10)
+        self.state_pub = io.create_publisher(ArmState, "/follower/arm_state", 10)
+        self.command_pub = io.create_publisher(JointCommand, "/follower/command", 10)
+        self.reload = io.create_client(Trigger, "/estimator/reload")
+        assert graph.wait_for(lambda: self.state_pub.get_subscription_count() > 0
+                              and self.command_pub.get_subscription_count() > 0, 10.0)
+
+
 @pytest.mark.node
 def test_estimator_node_publishes_and_guards(ros_graph, contract_model, model_builder) -> None:
     from std_srvs.srv import Trigger
 
-    from na_msgs.msg import ActuatorEstimate, ArmState, Contact, JointCommand
+    from na_msgs.msg import ArmState, JointCommand
 
     ros_graph.spin_timeout = 0.02
     wait_for, spin = ros_graph.wait_for, ros_graph.spin
-    estimator = ros_graph.add(_make_node(ros_graph.context, str(contract_model)))
-    io = ros_graph.probe("estimator_io")
-    estimates: list[ActuatorEstimate] = []
-    contacts: list[Contact] = []
-    io.create_subscription(ActuatorEstimate, "/estimator/estimate", estimates.append, 10)
-    io.create_subscription(Contact, "/estimator/contact", contacts.append, 10)
-    state_pub = io.create_publisher(ArmState, "/follower/arm_state", 10)
-    command_pub = io.create_publisher(JointCommand, "/follower/command", 10)
-    reload_client = io.create_client(Trigger, "/estimator/reload")
-    assert wait_for(lambda: state_pub.get_subscription_count() > 0 and command_pub.get_subscription_count() > 0,
-                    10.0)
+    peer = Peer(ros_graph, contract_model)
+    estimator, estimates, contacts = peer.estimator, peer.estimates, peer.contacts
+    state_pub, command_pub, reload_client = peer.state_pub, peer.command_pub, peer.reload
 
     rng = np.random.default_rng(0)
 
@@ -94,28 +111,19 @@ def test_estimator_node_publishes_and_guards(ros_graph, contract_model, model_bu
 ])
 def test_arm_states_are_reordered_by_name_or_refused_with_the_reason(ros_graph, contract_model, names, n_values,
                                                                        reason) -> None:
-    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+    from diagnostic_msgs.msg import DiagnosticStatus
 
-    from na_msgs.msg import ActuatorEstimate, ArmState, JointCommand
+    from na_msgs.msg import ArmState, JointCommand
 
-    estimator = ros_graph.add(EstimatorNode(context=ros_graph.context, parameter_overrides=[
-        Parameter("model_path", value=str(contract_model)), Parameter("diagnostics_period", value=0.2)]))
-    io = ros_graph.probe("estimator_io")
-    estimates: list[ActuatorEstimate] = []
-    diagnostics: list[DiagnosticArray] = []
-    io.create_subscription(ActuatorEstimate, "/estimator/estimate", estimates.append, 10)
-    io.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
-    state_pub = io.create_publisher(ArmState, "/follower/arm_state", 10)
-    command_pub = io.create_publisher(JointCommand, "/follower/command", 10)
-    assert ros_graph.wait_for(lambda: state_pub.get_subscription_count() > 0
-                              and command_pub.get_subscription_count() > 0, 10.0)
+    peer = Peer(ros_graph, contract_model, diagnostics_period=0.2)
+    estimator, estimates, diagnostics = peer.estimator, peer.estimates, peer.diagnostics
     value = dict(zip(NAMES, [0.1, -0.2, 0.3, 0.0, 0.2], strict=True))
 
     def publish() -> None:
         now = estimator.get_clock().now().to_msg()
-        command_pub.publish(JointCommand(header=Header(stamp=now), name=NAMES, position=list(value.values())))
+        peer.command_pub.publish(JointCommand(header=Header(stamp=now), name=NAMES, position=list(value.values())))
         positions = [value.get(n, 0.0) for n in names] + [0.0] * (n_values - len(names))
-        state_pub.publish(ArmState(header=Header(stamp=now), role="follower", name=names, position=positions,
+        peer.state_pub.publish(ArmState(header=Header(stamp=now), role="follower", name=names, position=positions,
                                    gripper_slide=0.005, velocity=[0.0] * n_values, current=[0.1] * n_values,
                                    input_voltage=[12.0] * n_values, temperature=[35.0] * n_values))
         ros_graph.spin()
@@ -137,6 +145,3 @@ def test_arm_states_are_reordered_by_name_or_refused_with_the_reason(ros_graph, 
     values = {kv.key: kv.value for kv in status.values}
     assert int(values["bad_names"]) >= 5 and reason in values["last_refusal"]
 
-
-def _make_node(context, model_path: str):
-    return EstimatorNode(context=context, parameter_overrides=[Parameter("model_path", value=model_path)])
