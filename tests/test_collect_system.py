@@ -43,26 +43,21 @@ def quick_ft_config(tmp_path) -> Path:
 class Operator:
     """The test's view of the graph: follower states, recorder and F/T tare services."""
 
-    def __init__(self, context, wait_for) -> None:
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
+    def __init__(self, ros_graph) -> None:
         from std_srvs.srv import Trigger
 
         from na_msgs.msg import ArmState
         from na_msgs.srv import StartEpisode, StopEpisode
 
-        self.wait_for = wait_for
-        self.node = rclpy.create_node("collect_test", context=context)
+        ros_graph.spin_timeout = 0.05
+        self.wait_for, self.spin = ros_graph.wait_for, ros_graph.spin
+        self._call = ros_graph.call
+        self.node = ros_graph.probe("collect_test")
         self.states: list = []
         self.node.create_subscription(ArmState, "/follower/arm_state", self.states.append, 50)
         self.start_client = self.node.create_client(StartEpisode, "/recorder/start")
         self.stop_client = self.node.create_client(StopEpisode, "/recorder/stop")
         self.tare_client = self.node.create_client(Trigger, "/ft/ft_driver/tare")
-        self.executor = SingleThreadedExecutor(context=context)
-        self.executor.add_node(self.node)
-
-    def spin(self) -> None:
-        self.executor.spin_once(timeout_sec=0.05)
 
     def wait_ready(self, graphs) -> None:
         base = len(self.states)
@@ -73,12 +68,10 @@ class Operator:
             services = (self.start_client, self.tare_client)
             # 4 s of follower states: past the teleop's 3 s soft start (na_bringup/config/teleop.yaml)
             return len(self.states) - base > 4 * ARM_RATE_HZ and all(c.service_is_ready() for c in services)
-        assert self.wait_for(ready, 120.0, self.spin), "graph did not come up"
+        assert self.wait_for(ready, 120.0), "graph did not come up"
 
     def call(self, client, request, timeout: float = 30.0):
-        future = client.call_async(request)
-        assert self.wait_for(future.done, timeout, self.spin), f"no answer from {client.srv_name}"
-        return future.result()
+        return self._call(client, request, timeout)
 
     def record(self, task: str, grams: float, force_source: str, seconds: float):
         from std_srvs.srv import Trigger
@@ -92,12 +85,8 @@ class Operator:
         started = self.call(self.start_client, StartEpisode.Request(info=info))
         assert started.success, started.message
         count = len(self.states)
-        assert self.wait_for(lambda: len(self.states) >= count + seconds * ARM_RATE_HZ, seconds * 3, self.spin)
+        assert self.wait_for(lambda: len(self.states) >= count + seconds * ARM_RATE_HZ, seconds * 3)
         return self.call(self.stop_client, StopEpisode.Request())
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        self.node.destroy_node()
 
 
 def check_rates(path: str, expected: dict[str, float]) -> dict[str, float]:
@@ -148,43 +137,40 @@ def ft_truth_error(path: str) -> tuple[float, int]:
 
 @pytest.mark.system
 @pytest.mark.slow
-def test_collect_graph_records_payload_and_push_episodes(ros_context, wait_for, tmp_path, quick_ft_config) -> None:
+def test_collect_graph_records_payload_and_push_episodes(ros_graph, wait_for, tmp_path, quick_ft_config) -> None:
     out, sim_dir, logs = tmp_path / "episodes", tmp_path / "sim", tmp_path / "logs"
-    operator = Operator(ros_context, wait_for)
+    operator = Operator(ros_graph)
     expected = {"/leader/arm_state": ARM_RATE_HZ, "/follower/arm_state": ARM_RATE_HZ,
                 "/follower/command": ARM_RATE_HZ, "/ft/wrench": NETFT_RATE_HZ}
-    try:
-        # Episode 1: go up and stay with 200 g.
-        with sim_rig(sim_dir, logs / "payload", task="go_up_stay", payload_grams=200.0) as (rig, _, port), \
-                launched("collect.launch.xml", {"sim": "true", "sim_dir": str(sim_dir), "ft_port": str(port),
-                                                "output_dir": str(out), "ft_config": str(quick_ft_config)},
-                         logs / "payload", env=ros_env()) as graph:
-            operator.wait_ready((rig, graph))
-            first = operator.record("go_up_stay", 200.0, "payload", EPISODE_SECONDS)
-            assert first.success, first.message
-        # Episode 2: push along +X; episode 3 is cut by SIGKILL of the recorder.
-        with sim_rig(sim_dir, logs / "push", task="push_px", seed=1) as (rig, _, port), \
-                launched("collect.launch.xml", {"sim": "true", "sim_dir": str(sim_dir), "ft_port": str(port),
-                                                "output_dir": str(out), "ft_config": str(quick_ft_config)},
-                         logs / "push", env=ros_env()) as graph:
-            operator.wait_ready((rig, graph))
-            second = operator.record("push_px", 0.0, "ft_sensor", 2.5 * EPISODE_SECONDS)
-            assert second.success, second.message
-            from std_srvs.srv import Trigger  # noqa: F401  (services already imported by the operator)
+    # Episode 1: go up and stay with 200 g.
+    with sim_rig(sim_dir, logs / "payload", task="go_up_stay", payload_grams=200.0) as (rig, _, port), \
+            launched("collect.launch.xml", {"sim": "true", "sim_dir": str(sim_dir), "ft_port": str(port),
+                                            "output_dir": str(out), "ft_config": str(quick_ft_config)},
+                     logs / "payload", env=ros_env()) as graph:
+        operator.wait_ready((rig, graph))
+        first = operator.record("go_up_stay", 200.0, "payload", EPISODE_SECONDS)
+        assert first.success, first.message
+    # Episode 2: push along +X; episode 3 is cut by SIGKILL of the recorder.
+    with sim_rig(sim_dir, logs / "push", task="push_px", seed=1) as (rig, _, port), \
+            launched("collect.launch.xml", {"sim": "true", "sim_dir": str(sim_dir), "ft_port": str(port),
+                                            "output_dir": str(out), "ft_config": str(quick_ft_config)},
+                     logs / "push", env=ros_env()) as graph:
+        operator.wait_ready((rig, graph))
+        second = operator.record("push_px", 0.0, "ft_sensor", 2.5 * EPISODE_SECONDS)
+        assert second.success, second.message
+        from std_srvs.srv import Trigger  # noqa: F401  (services already imported by the operator)
 
-            from na_msgs.msg import EpisodeInfo
-            from na_msgs.srv import StartEpisode
+        from na_msgs.msg import EpisodeInfo
+        from na_msgs.srv import StartEpisode
 
-            third = operator.call(operator.start_client, StartEpisode.Request(
-                info=EpisodeInfo(task="push_px", force_source="ft_sensor", condition="nominal")))
-            assert third.success
-            count = len(operator.states)
-            assert wait_for(lambda: len(operator.states) > count + 300, 20.0, operator.spin)
-            recorder = graph.processes[graph.labels.index("recorder")]
-            os.killpg(recorder.pid, signal.SIGKILL)
-            assert wait_for(lambda: recorder.poll() is not None, 10.0)
-    finally:
-        operator.close()
+        third = operator.call(operator.start_client, StartEpisode.Request(
+            info=EpisodeInfo(task="push_px", force_source="ft_sensor", condition="nominal")))
+        assert third.success
+        count = len(operator.states)
+        assert wait_for(lambda: len(operator.states) > count + 300, 20.0, operator.spin)
+        recorder = graph.processes[graph.labels.index("recorder")]
+        os.killpg(recorder.pid, signal.SIGKILL)
+        assert wait_for(lambda: recorder.poll() is not None, 10.0)
 
     # Rates, metadata, tracking, F/T against the truth.
     rates = check_rates(first.path, expected)

@@ -6,38 +6,31 @@ import pytest
 
 
 @pytest.mark.node
-def test_arm_state_round_trip_over_dds(ros_context, wait_for) -> None:
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
+def test_arm_state_round_trip_over_dds(ros_graph) -> None:
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
     from na_msgs.msg import ArmState
 
     qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-    pub_node = rclpy.create_node("dds_test_pub", context=ros_context)
-    sub_node = rclpy.create_node("dds_test_sub", context=ros_context)
+    ros_graph.spin_timeout = 0.05
+    pub_node = ros_graph.probe("dds_test_pub")
+    sub_node = ros_graph.probe("dds_test_sub")
     received: list[ArmState] = []
     sub_node.create_subscription(ArmState, "/test/arm_state", received.append, qos)
     publisher = pub_node.create_publisher(ArmState, "/test/arm_state", qos)
-    executor = SingleThreadedExecutor(context=ros_context)
-    executor.add_node(pub_node)
-    executor.add_node(sub_node)
 
     message = ArmState(role=ArmState.ROLE_FOLLOWER, name=["joint1", "joint2"], position=[0.25, -1.0],
                        current=[0.1, -0.2], hardware_error=[0, 32], stale=[False, True], crc_errors=3)
-    assert wait_for(lambda: publisher.get_subscription_count() > 0, 10.0, lambda: executor.spin_once(0.05))
+    assert ros_graph.wait_for(lambda: publisher.get_subscription_count() > 0, 10.0)
 
     def publish_and_spin() -> None:
         publisher.publish(message)
-        executor.spin_once(timeout_sec=0.05)
+        ros_graph.spin()
 
-    assert wait_for(lambda: len(received) > 0, 10.0, publish_and_spin)
+    assert ros_graph.wait_for(lambda: len(received) > 0, 10.0, publish_and_spin)
     got = received[0]
     assert got.role == "follower"
     assert list(got.position) == [0.25, -1.0]
     assert list(got.hardware_error) == [0, 32]
     assert list(got.stale) == [False, True]
     assert got.crc_errors == 3
-    executor.shutdown()
-    pub_node.destroy_node()
-    sub_node.destroy_node()

@@ -164,20 +164,11 @@ def parameters_set_by_launch(process) -> set[str]:
 
 # --------------------------------------------------------------------------- graph
 @pytest.fixture
-def emulated_buses():
+def emulated_buses(make_servos):
     """Leader and follower buses of five emulated XM430s (IDs from the robot spec) on pseudo-terminals."""
-    from na_description import load_spec
     from na_sim.dxl_emulator import DxlBusEmulator
-    from na_sim.servo_registers import ServoRegisters
 
-    buses = []
-    for _ in ("leader", "follower"):
-        servos = []
-        for sid in load_spec().servo_ids:
-            servo = ServoRegisters(sid)
-            servo.set("return_delay_time", 0)
-            servos.append(servo)
-        buses.append(DxlBusEmulator(servos).start())
+    buses = [DxlBusEmulator(make_servos()).start() for _ in ("leader", "follower")]
     yield buses
     for bus in buses:
         bus.stop()
@@ -191,12 +182,10 @@ TELEOP_EDGES = [("/leader/arm_driver", "/leader/arm_state", "/teleop"),
                 ("/teleop", "/follower/command", "/follower/arm_driver")]
 
 
-def check_graph(context, wait_for, launch_name: str, arguments: dict[str, str], expected_nodes: set[str],
+def check_graph(graph, launch_name: str, arguments: dict[str, str], expected_nodes: set[str],
                 edges: list[tuple[str, str, str]], log_path: Path) -> None:
     """Start the launch file's processes; check declared parameters, topic wiring and data flow."""
     from rcl_interfaces.srv import ListParameters
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.node import Node
 
     from na_msgs.msg import JointCommand
 
@@ -204,34 +193,28 @@ def check_graph(context, wait_for, launch_name: str, arguments: dict[str, str], 
     nodes = {p.fully_qualified_name: p for p in description.processes}
     assert set(nodes) == expected_nodes
 
-    probe = Node("launch_probe", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(probe)
+    graph.spin_timeout = 0.05
+    wait_for = graph.wait_for
+    probe = graph.probe("launch_probe")
     commands: list[JointCommand] = []
     probe.create_subscription(JointCommand, "/follower/command", commands.append, 10)
     with log_path.open("w") as log:
         processes = start_processes(description.processes, stdout=log, stderr=subprocess.STDOUT)
     try:
-        def spin() -> None:
-            executor.spin_once(timeout_sec=0.05)
-
         def all_up() -> bool:
             return set(nodes) <= {join(ns, n) for n, ns in probe.get_node_names_and_namespaces()}
 
         def any_exited() -> bool:
             return any(p.poll() is not None for p in processes)
 
-        started = wait_for(lambda: all_up() or any_exited(), 60.0, spin) and all_up()
+        started = wait_for(lambda: all_up() or any_exited(), 60.0) and all_up()
         exits = {label: p.poll() for label, p in zip(nodes, processes, strict=True) if p.poll() is not None}
         assert started and not exits, f"nodes did not come up (exited: {exits}):\n{log_path.read_text()[-4000:]}"
 
         # 1. Every parameter set by the launch file is declared by its node.
         for fqn, process in nodes.items():
             client = probe.create_client(ListParameters, f"{fqn}/list_parameters")
-            assert wait_for(client.service_is_ready, 20.0, spin), f"{fqn}/list_parameters not available"
-            future = client.call_async(ListParameters.Request())
-            assert wait_for(future.done, 20.0, spin), f"{fqn}/list_parameters did not answer"
-            declared = set(future.result().result.names)
+            declared = set(graph.call(client, ListParameters.Request(), 20.0).result.names)
             undeclared = sorted(parameters_set_by_launch(process) - declared)
             assert not undeclared, f"{fqn} does not declare {undeclared} (set in {process.params_files})"
 
@@ -250,7 +233,7 @@ def check_graph(context, wait_for, launch_name: str, arguments: dict[str, str], 
                            for source, topic, sink in edges)
             return bool(wanted) and wanted <= published and edges_up
 
-        wait_for(graph_complete, 10.0, spin)
+        wait_for(graph_complete, 10.0)
         publishers = {fqn: endpoints(fqn, False) for fqn in nodes}
         subscribers = {fqn: endpoints(fqn, True) for fqn in nodes}
         for fqn, topics in subscribers.items():
@@ -265,26 +248,24 @@ def check_graph(context, wait_for, launch_name: str, arguments: dict[str, str], 
                 assert topic in subscribers[sink], f"{sink} does not subscribe {topic}: {sorted(subscribers[sink])}"
 
         # 3. Data flows end to end: leader bus -> teleop -> follower command.
-        assert wait_for(lambda: len(commands) > 0, 20.0, spin), \
+        assert wait_for(lambda: len(commands) > 0, 20.0), \
             f"no /follower/command arrived:\n{log_path.read_text()[-4000:]}"
         assert len(commands[-1].position) == 5
     finally:
         codes = stop_processes(processes)
-        executor.shutdown()
-        probe.destroy_node()
     assert all(code is not None for code in codes)
 
 
 @pytest.mark.system
-def test_teleop_graph_parameters_and_topics(ros_context, wait_for, emulated_buses, tmp_path: Path) -> None:
+def test_teleop_graph_parameters_and_topics(ros_graph, emulated_buses, tmp_path: Path) -> None:
     leader_bus, follower_bus = emulated_buses
-    check_graph(ros_context, wait_for, "teleop.launch.xml",
+    check_graph(ros_graph, "teleop.launch.xml",
                 {"leader_port": leader_bus.port_path, "follower_port": follower_bus.port_path},
                 {"/leader/arm_driver", "/follower/arm_driver", "/teleop"}, TELEOP_EDGES, tmp_path / "launch.log")
 
 
 @pytest.mark.system
-def test_collect_graph_parameters_and_topics(ros_context, wait_for, emulated_buses, tmp_path: Path) -> None:
+def test_collect_graph_parameters_and_topics(ros_graph, emulated_buses, tmp_path: Path) -> None:
     """The sim branch of collect: arms on emulated buses, F/T driver on the Net F/T emulator."""
     import numpy as np
 
@@ -300,7 +281,7 @@ def test_collect_graph_parameters_and_topics(ros_context, wait_for, emulated_bus
         edges += [("/follower/arm_driver", "/follower/arm_state", "/recorder"),
                   ("/teleop", "/follower/command", "/recorder")]
     with NetFtEmulator(lambda: np.zeros(6)) as sensor:
-        check_graph(ros_context, wait_for, "collect.launch.xml",
+        check_graph(ros_graph, "collect.launch.xml",
                     {"sim": "true", "leader_port": leader_bus.port_path, "follower_port": follower_bus.port_path,
                      "ft_port": str(sensor.port), "record": str(record).lower(), "output_dir": str(tmp_path / "out")},
                     nodes, edges, tmp_path / "launch.log")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from na_common import topics
+from na_common.stamps import split_ns, stamp_seconds
 
 
 @dataclass
@@ -56,9 +57,9 @@ class LiveMonitor:
             return 0
         now_ns = self.node.get_clock().now().nanoseconds
         for k in range(count):
-            stamp_ns = now_ns - int(age * 1e9) + k * 1000
+            sec, nanosec = split_ns(now_ns - int(age * 1e9) + k * 1000)
             msg = self.last_state
-            msg.header.stamp = Time(sec=stamp_ns // 1_000_000_000, nanosec=stamp_ns % 1_000_000_000)
+            msg.header.stamp = Time(sec=sec, nanosec=nanosec)
             self.injected.append((msg.header.stamp.sec, msg.header.stamp.nanosec))
             self.state_pub.publish(msg)
         return count
@@ -70,15 +71,11 @@ class LiveMonitor:
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
 
-    @staticmethod
-    def _stamp(header) -> float:
-        return header.stamp.sec + header.stamp.nanosec * 1e-9
-
     def _on_estimate(self, msg) -> None:
         self.all_estimate_stamps.add((msg.header.stamp.sec, msg.header.stamp.nanosec))
         if not self.active:
             return
-        rec, stamp = self.recording, self._stamp(msg.header)
+        rec, stamp = self.recording, stamp_seconds(msg.header.stamp)
         rec.estimate_stamps.append(stamp)
         rec.estimate_force.append([msg.force.x, msg.force.y, msg.force.z])
         rec.estimate_contact.append(bool(msg.in_contact))
@@ -89,5 +86,5 @@ class LiveMonitor:
         if not self.active:
             return
         force = msg.wrench.force
-        self.recording.truth_stamps.append(self._stamp(msg.header))
+        self.recording.truth_stamps.append(stamp_seconds(msg.header.stamp))
         self.recording.truth_force.append([force.x, force.y, force.z])

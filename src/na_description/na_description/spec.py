@@ -6,6 +6,7 @@ simulator, features, training, estimator) reads them through :func:`load_spec`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +20,10 @@ DEFAULT_ROBOT = "open_manipulator_x"
 
 class SpecError(ValueError):
     """A robot spec file is missing, malformed or inconsistent."""
+
+
+class JointNameError(ValueError):
+    """Named values (a message's ``name`` and its arrays) do not match the spec's joints; the message says how."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,41 @@ class RobotSpec:
     @property
     def upper(self) -> np.ndarray:
         return np.array([j.upper for j in self.joints])
+
+    def index_of(self, names: Sequence[str]) -> np.ndarray:
+        """Index array putting values named ``names`` into spec order: ``values[spec.index_of(names)]``.
+
+        ``names`` must name every joint of the spec exactly once, in any order, and nothing else; otherwise
+        :class:`JointNameError` says which names are unknown, missing or duplicated. The one name -> index
+        mapping of the suite: drivers, teleop, estimator and conversion all reorder through it.
+        """
+        names = [str(n) for n in names]
+        first: dict[str, int] = {}
+        for k, name in enumerate(names):
+            first.setdefault(name, k)
+        known = set(self.joint_names)
+        problems = []
+        if unknown := [n for n in first if n not in known]:
+            problems.append(f"unknown {unknown}")
+        if missing := [n for n in self.joint_names if n not in first]:
+            problems.append(f"missing {missing}")
+        if duplicated := sorted({n for k, n in enumerate(names) if first[n] != k}):
+            problems.append(f"duplicated {duplicated}")
+        if problems:
+            raise JointNameError(f"joint names {names} do not match {self.name}'s {self.joint_names}: "
+                                 + ", ".join(problems))
+        return np.array([first[n] for n in self.joint_names], dtype=int)
+
+    def reorder(self, names: Sequence[str], values, what: str = "values") -> np.ndarray:
+        """``values`` named by ``names`` (a message's ``name`` and one of its arrays) in spec order.
+
+        Raises :class:`JointNameError` when the names do not match the spec (see :meth:`index_of`) or when
+        ``values`` does not hold one entry per name.
+        """
+        values = np.asarray(values)
+        if values.shape != (len(names),):
+            raise JointNameError(f"{what} has {values.size} values for {len(names)} joint names")
+        return values[self.index_of(names)]
 
     def servo_to_joint(self, servo_angle):
         """Servo angle (rad, 2048 pulses = 0) -> joint-side angle: direction * angle + homing offset."""

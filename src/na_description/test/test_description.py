@@ -3,6 +3,8 @@ differences, mass against the URDF, spec validation and MuJoCo options."""
 
 from __future__ import annotations
 
+import re
+
 import mujoco
 import numpy as np
 import pytest
@@ -136,3 +138,35 @@ def test_servo_joint_conversions_round_trip() -> None:
     sim = spec.to_sim_coordinates(angles)
     np.testing.assert_allclose(sim[:4], angles[:4])
     assert sim[4] == pytest.approx(float(spec.gripper.angle_to_slide(0.5)))
+
+
+def test_values_named_in_another_order_come_back_in_spec_order() -> None:
+    spec = load_spec()
+    names = ["gripper", "joint3", "joint1", "joint4", "joint2"]
+    values = {"joint1": 1.0, "joint2": 2.0, "joint3": 3.0, "joint4": 4.0, "gripper": 5.0}
+    assert list(spec.index_of(names)) == [2, 4, 1, 3, 0]
+    np.testing.assert_array_equal(spec.reorder(names, [values[n] for n in names], "position"), [1, 2, 3, 4, 5])
+    np.testing.assert_array_equal(spec.reorder(spec.joint_names, [1, 2, 3, 4, 5]), [1, 2, 3, 4, 5])
+
+
+@pytest.mark.parametrize(("names", "problem"), [
+    (["joint1", "joint2", "joint3", "joint4", "gripper", "wrist"], "unknown ['wrist']"),
+    (["joint1", "joint2", "joint3", "gripper"], "missing ['joint4']"),
+    (["joint1", "joint2", "joint3", "joint4", "gripper", "joint2"], "duplicated ['joint2']"),
+    ([], "missing ['joint1', 'joint2', 'joint3', 'joint4', 'gripper']"),
+])
+def test_names_that_do_not_match_the_spec_are_refused_saying_how(names, problem) -> None:
+    from na_description import JointNameError
+
+    with pytest.raises(JointNameError, match=re.escape(problem)):
+        load_spec().index_of(names)
+
+
+def test_arrays_of_another_length_than_the_names_are_refused() -> None:
+    from na_description import JointNameError
+
+    names = ["joint1", "joint2", "joint3", "joint4"]
+    with pytest.raises(JointNameError, match="position has 5 values for 4 joint names"):
+        load_spec().reorder(names, [0.0] * 5, "position")
+    with pytest.raises(JointNameError, match="current has 4 values for 5 joint names"):
+        load_spec().reorder(load_spec().joint_names, [0.0] * 4, "current")

@@ -1,17 +1,26 @@
-"""Arm driver configuration: defaults from the robot spec, validation with clear errors (ROS-free)."""
+"""Arm driver configuration: robot facts from the robot spec, per-rig settings from parameters,
+validation with clear errors (ROS-free).
+
+Servo IDs, joint names, homing offsets, drive directions, the gripper map and the joint limits are
+robot facts: they come from the robot spec (``na_description``; parameter ``robot_spec`` names another
+spec YAML) and are not driver parameters. The parameters are what a rig tunes: port, baud rate, loop
+rate, gains, current limit, thresholds and timeouts.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from na_description import RobotSpec, load_spec, xm430
-from na_description.spec import GripperMap
+from na_description.spec import SpecError
 
 ROLES = ("leader", "follower")
+# Former driver parameters that are robot facts now; a parameter file that still sets one is refused.
+ROBOT_FACTS = ("servo_ids", "joint_names", "homing_offsets", "drive_directions", "gripper_angle_points",
+               "gripper_slide_points")
 MAX_CURRENT_LIMIT_A = xm430.REGISTERS["current_limit"].maximum * xm430.CURRENT_UNIT_A   # 1193 units, ~3.2 A
 MAX_RETURN_DELAY_US = xm430.REGISTERS["return_delay_time"].maximum * xm430.RETURN_DELAY_UNIT_S * 1e6  # 508 us
 MAX_GAIN = xm430.REGISTERS["position_p_gain"].maximum
@@ -23,13 +32,11 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ArmConfig:
-    """Everything the arm driver core needs. Per-joint lists are in servo order."""
+    """Everything the arm driver core needs. Per-joint lists are in servo (robot spec) order."""
 
     port: str
     role: str
     baud_rate: int
-    servo_ids: tuple[int, ...]
-    joint_names: tuple[str, ...]
     operating_mode: int
     loop_rate: float                       # Hz
     position_p_gain: tuple[int, ...]
@@ -37,10 +44,6 @@ class ArmConfig:
     position_d_gain: tuple[int, ...]
     current_limit: tuple[float, ...]       # A
     return_delay_us: int                   # us, even (2 us units)
-    homing_offsets: tuple[float, ...]      # rad, joint = direction * servo + offset
-    drive_directions: tuple[int, ...]      # +1 / -1
-    gripper_angle_points: tuple[float, float]
-    gripper_slide_points: tuple[float, float]
     temperature_warning: float             # degC
     temperature_trip: float                # degC
     error_timeout: float                   # s without a valid reply before a servo is reported failed
@@ -48,7 +51,7 @@ class ArmConfig:
     reply_timeout: float                   # s, 0 = derived from the baud rate
     reopen_interval: float                 # s between attempts to reopen a lost port
     frame_id: str
-    robot_spec: RobotSpec
+    robot_spec: RobotSpec                  # IDs, names, homing, directions, gripper map, limits
 
     @property
     def period(self) -> float:
@@ -59,8 +62,16 @@ class ArmConfig:
         return self.role == "follower"
 
     @property
+    def servo_ids(self) -> tuple[int, ...]:
+        return tuple(self.robot_spec.servo_ids)
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return tuple(self.robot_spec.joint_names)
+
+    @property
     def n_servos(self) -> int:
-        return len(self.servo_ids)
+        return self.robot_spec.n_motors
 
     @property
     def gripper_index(self) -> int | None:
@@ -68,15 +79,6 @@ class ArmConfig:
             if joint.type == "gripper":
                 return k
         return None
-
-    def joint_spec(self) -> RobotSpec:
-        """The robot spec with this driver's IDs, homing offsets, directions and gripper map."""
-        joints = tuple(
-            dataclasses.replace(j, name=name, servo_id=sid, homing_offset=off, drive_direction=direction)
-            for j, name, sid, off, direction in zip(self.robot_spec.joints, self.joint_names, self.servo_ids,
-                                                    self.homing_offsets, self.drive_directions, strict=True))
-        gripper = GripperMap(self.gripper_angle_points, self.gripper_slide_points)
-        return dataclasses.replace(self.robot_spec, joints=joints, gripper=gripper)
 
 
 def default_parameters(spec: RobotSpec | None = None) -> dict[str, Any]:
@@ -87,9 +89,8 @@ def default_parameters(spec: RobotSpec | None = None) -> dict[str, Any]:
     return {
         "port": "",
         "role": "",
+        "robot_spec": "",                        # "" = the spec shipped with na_description
         "baud_rate": spec.baud_rate,
-        "servo_ids": list(spec.servo_ids),
-        "joint_names": list(spec.joint_names),
         "operating_mode": "position",
         "loop_rate": 100.0,                      # Hz, the authors' recording rate (docs/REFERENCES.md, Authors' setup)
         "position_p_gain": [gains["p"]] * n,      # ROBOTIS ROS 2 setting (docs/REFERENCES.md, OpenManipulator-X)
@@ -97,10 +98,6 @@ def default_parameters(spec: RobotSpec | None = None) -> dict[str, Any]:
         "position_d_gain": [gains["d"]] * n,
         "current_limit": [round(MAX_CURRENT_LIMIT_A, 3)] * n,
         "return_delay_us": 0,                    # docs/REFERENCES.md, XM430-W350: 0 instead of the 500 us default
-        "homing_offsets": [j.homing_offset for j in spec.joints],
-        "drive_directions": [j.drive_direction for j in spec.joints],
-        "gripper_angle_points": list(spec.gripper.angle_points),
-        "gripper_slide_points": list(spec.gripper.slide_points),
         "temperature_warning": 55.0,             # degC, authors' rig (docs/REFERENCES.md, Authors' setup)
         "temperature_trip": 60.0,                # degC, authors' rig (docs/REFERENCES.md, Authors' setup)
         "error_timeout": 0.5,
@@ -109,6 +106,22 @@ def default_parameters(spec: RobotSpec | None = None) -> dict[str, Any]:
         "reopen_interval": 1.0,
         "frame_id": spec.base_frame,
     }
+
+
+def load_robot_spec(path: Any) -> RobotSpec:
+    """The spec named by parameter ``robot_spec`` ("" = the shipped one); a bad one is a :class:`ConfigError`."""
+    try:
+        return load_spec(str(path).strip() or None)
+    except (SpecError, OSError) as exc:
+        raise ConfigError(f"parameter 'robot_spec': {exc}") from exc
+
+
+def reject_robot_facts(names: Sequence[str]) -> None:
+    """Refuse former parameters that are robot facts now (an old parameter file would set them)."""
+    facts = [name for name in names if name in ROBOT_FACTS]
+    if facts:
+        raise ConfigError(f"parameter(s) {', '.join(facts)} are robot facts, taken from the robot spec: remove "
+                          f"them from the parameter file (another arm: a spec YAML in parameter robot_spec)")
 
 
 def _as_list(name: str, value: Any, n: int, kind: type) -> list:
@@ -134,11 +147,12 @@ def _operating_mode(value: Any) -> int:
     raise ConfigError(f"parameter 'operating_mode' must be one of {sorted(names)} (or its number), got {value!r}")
 
 
-def build_config(params: Mapping[str, Any], spec: RobotSpec | None = None) -> ArmConfig:
+def build_config(params: Mapping[str, Any]) -> ArmConfig:
     """Merge ``params`` over the defaults and validate; raises :class:`ConfigError` naming the parameter."""
-    spec = spec or load_spec()
+    spec = load_robot_spec(params.get("robot_spec", ""))
     defaults = default_parameters(spec)
     unknown = sorted(set(params) - set(defaults))
+    reject_robot_facts(unknown)
     if unknown:
         raise ConfigError(f"unknown parameter(s): {', '.join(unknown)}")
     p = {**defaults, **params}
@@ -154,12 +168,8 @@ def build_config(params: Mapping[str, Any], spec: RobotSpec | None = None) -> Ar
         raise ConfigError(f"parameter 'baud_rate' must be one of {sorted(xm430.BAUD_RATES.values())}, got {baud}")
 
     n = spec.n_motors
-    ids = _as_list("servo_ids", p["servo_ids"], n, int)
-    if len(set(ids)) != n or not all(0 <= i <= xm430.REGISTERS["id"].maximum for i in ids):
-        raise ConfigError(f"parameter 'servo_ids' must be {n} distinct IDs in 0..252, got {ids}")
-    names = _as_list("joint_names", p["joint_names"], n, str)
-    if len(set(names)) != n:
-        raise ConfigError(f"parameter 'joint_names' must be distinct, got {names}")
+    if not all(0 <= i <= xm430.REGISTERS["id"].maximum for i in spec.servo_ids):
+        raise ConfigError(f"parameter 'robot_spec': servo IDs must be in 0..252, got {spec.servo_ids}")
 
     loop_rate = float(p["loop_rate"])
     if not 0.0 < loop_rate <= 1000.0:
@@ -179,15 +189,6 @@ def build_config(params: Mapping[str, Any], spec: RobotSpec | None = None) -> Ar
     if not 0 <= delay <= MAX_RETURN_DELAY_US or delay % 2:
         raise ConfigError(f"parameter 'return_delay_us' must be an even number in 0..{MAX_RETURN_DELAY_US:.0f}, "
                           f"got {delay}")
-
-    offsets = _as_list("homing_offsets", p["homing_offsets"], n, float)
-    directions = _as_list("drive_directions", p["drive_directions"], n, int)
-    if not all(d in (1, -1) for d in directions):
-        raise ConfigError(f"parameter 'drive_directions' entries must be 1 or -1, got {directions}")
-    angle_points = _as_list("gripper_angle_points", p["gripper_angle_points"], 2, float)
-    slide_points = _as_list("gripper_slide_points", p["gripper_slide_points"], 2, float)
-    if angle_points[0] == angle_points[1]:
-        raise ConfigError("parameter 'gripper_angle_points' needs two different angles")
 
     warn, trip = float(p["temperature_warning"]), float(p["temperature_trip"])
     temp_limit = xm430.REGISTERS["temperature_limit"].default     # the servo's own shutdown, 80 degC
@@ -209,12 +210,8 @@ def build_config(params: Mapping[str, Any], spec: RobotSpec | None = None) -> Ar
         raise ConfigError(f"parameter 'reopen_interval' must be positive, got {reopen}")
 
     return ArmConfig(
-        port=port, role=role, baud_rate=baud, servo_ids=tuple(ids), joint_names=tuple(names),
-        operating_mode=_operating_mode(p["operating_mode"]), loop_rate=loop_rate,
+        port=port, role=role, baud_rate=baud, operating_mode=_operating_mode(p["operating_mode"]), loop_rate=loop_rate,
         position_p_gain=tuple(gains["position_p_gain"]), position_i_gain=tuple(gains["position_i_gain"]),
         position_d_gain=tuple(gains["position_d_gain"]), current_limit=tuple(current), return_delay_us=delay,
-        homing_offsets=tuple(offsets), drive_directions=tuple(directions),
-        gripper_angle_points=(angle_points[0], angle_points[1]),
-        gripper_slide_points=(slide_points[0], slide_points[1]),
         temperature_warning=warn, temperature_trip=trip, error_timeout=error_timeout, bus_retries=retries,
         reply_timeout=reply_timeout, reopen_interval=reopen, frame_id=str(p["frame_id"]), robot_spec=spec)

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from na_common.diagnostics import ERROR, OK, WARN, Level
 from na_description import xm430
 from na_driver.arm_config import ArmConfig
-from na_driver.arm_health import ERROR, OK, WARN, HealthEvent, HealthMonitor
+from na_driver.arm_health import HealthEvent, HealthMonitor
 from na_driver.dxl_bus import BusError, DxlBus, PortLostError, PortOpenError, ServoReply
 
 REG = xm430.REGISTERS
@@ -79,13 +80,13 @@ class ArmDriverCore:
 
     def __init__(self, config: ArmConfig, log: Logger | None = None, bus: DxlBus | None = None) -> None:
         self.config = config
-        self.spec = config.joint_spec()
+        self.spec = config.robot_spec
         self.log = log or _log_default
         self.bus = bus or DxlBus(config.port, config.baud_rate, reply_timeout=config.reply_timeout or None,
                                  retries=config.bus_retries)
         n = config.n_servos
         self.ids = list(config.servo_ids)
-        self._direction = np.array(config.drive_directions, dtype=float)
+        self._direction = np.array([j.drive_direction for j in self.spec.joints], dtype=float)
         self._lower, self._upper = self.spec.servo_angle_limits()
         self._gripper = config.gripper_index
         nan = np.full(n, np.nan)
@@ -168,8 +169,8 @@ class ArmDriverCore:
         return {
             "operating_mode": self.config.operating_mode,
             "return_delay_time": round(self.config.return_delay_us * 1e-6 / xm430.RETURN_DELAY_UNIT_S),
-            "drive_mode": 0,                 # direction is applied in software (drive_directions)
-            "homing_offset": 0,              # homing is applied in software (homing_offsets)
+            "drive_mode": 0,                 # direction is applied in software (robot spec)
+            "homing_offset": 0,              # homing is applied in software (robot spec)
             "current_limit": int(xm430.amp_to_current_units(self.config.current_limit[k])),
         }
 
@@ -230,13 +231,11 @@ class ArmDriverCore:
 
     # ---- commands --------------------------------------------------------------------------
     def set_command(self, positions: Sequence[float], names: Sequence[str] | None = None) -> None:
-        """Latest joint-side goal (rad; gripper: servo angle). Raises ValueError on bad input."""
+        """Latest joint-side goal (rad; gripper: servo angle), named by ``names`` in any order (None: spec order).
+        Raises ValueError (:class:`JointNameError` for names) on bad input."""
         values = np.asarray(positions, dtype=float)
-        if names:
-            if sorted(names) != sorted(self.config.joint_names) or len(names) != len(values):
-                raise ValueError(f"command joint names {list(names)} do not match {list(self.config.joint_names)}")
-            order = {name: k for k, name in enumerate(names)}
-            values = values[[order[name] for name in self.config.joint_names]]
+        if names is not None:
+            values = self.spec.reorder(names, values, "command position")
         if values.shape != (self.config.n_servos,):
             raise ValueError(f"command needs {self.config.n_servos} positions, got {values.shape[0]}")
         if not np.all(np.isfinite(values)):
@@ -489,7 +488,15 @@ class ArmDriverCore:
         self.bus.close()
 
     # ---- diagnostics ----------------------------------------------------------------------------
-    def servo_status(self) -> list[tuple[int, str, int, str]]:
+    def bus_status(self, loop_running: bool) -> tuple[Level, str]:
+        """Diagnostic level and message of the bus (the loop thread belongs to the node)."""
+        if self.port_lost:
+            return ERROR, f"port '{self.config.port}' lost, reopening"
+        if not loop_running:
+            return ERROR, "bus loop stopped"
+        return OK, "running"
+
+    def servo_status(self) -> list[tuple[int, str, Level, str]]:
         """(servo ID, joint, level, message) per servo."""
         out = []
         for k, servo in enumerate(self.health.servos):

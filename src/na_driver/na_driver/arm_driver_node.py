@@ -7,30 +7,47 @@ each cycle's sample; the executor only serves commands, services and the diagnos
 from __future__ import annotations
 
 import sys
-import time
 
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 
 from na_common import topics
+from na_common.diagnostics import ERROR, OK
+from na_common.ros_node import (
+    declare_and_read,
+    diagnostic_array,
+    diagnostic_status,
+    log_at,
+    run_node,
+    stamp_at,
+    undeclared_overrides,
+    usage,
+)
 from na_description import xm430
-from na_driver.arm_config import ArmConfig, ConfigError, build_config, default_parameters
+from na_driver.arm_config import (
+    ArmConfig,
+    ConfigError,
+    build_config,
+    default_parameters,
+    load_robot_spec,
+    reject_robot_facts,
+)
 from na_driver.arm_core import ArmDriverCore, ArmSample, StartupError
 from na_driver.dxl_bus import BusError
 from na_driver.loop_timing import DeadlineLoop
-from na_driver.ros_params import declare_and_read, run_node, usage
 from na_msgs.msg import ArmState, JointCommand
 
 PARAMETER_DESCRIPTIONS = {
     "port": "serial device of the bus (e.g. /dev/ttyUSB0) or the emulator's pty path",
     "role": "leader (torque off, moved by hand) or follower (tracks ~command)",
+    "robot_spec": "robot spec YAML (servo IDs, joint names, homing, directions, gripper map, limits); "
+                  "empty: the OpenManipulator-X spec shipped with na_description",
     "baud_rate": "bus baud rate in bit/s (must match the servos' Baud Rate register)",
-    "servo_ids": "DYNAMIXEL IDs in joint order",
-    "joint_names": "joint names in servo order",
     "operating_mode": "position, extended_position, current_based_position, ... (xm430.OPERATING_MODES)",
     "loop_rate": "bus loop rate in Hz (one Sync Read per cycle)",
     "position_p_gain": "Position P Gain per servo (register units)",
@@ -38,10 +55,6 @@ PARAMETER_DESCRIPTIONS = {
     "position_d_gain": "Position D Gain per servo (register units)",
     "current_limit": "Current Limit per servo in A (EEPROM)",
     "return_delay_us": "Return Delay Time in microseconds (EEPROM, even, 0 recommended)",
-    "homing_offsets": "rad added to the servo angle to get the joint angle (software)",
-    "drive_directions": "+1/-1 per servo, sign from servo to joint angle (software)",
-    "gripper_angle_points": "two gripper servo angles (rad) of the linear angle-to-slide map",
-    "gripper_slide_points": "the finger slides (m) at those angles",
     "temperature_warning": "degC: warn above this",
     "temperature_trip": "degC: a follower turns torque off at this temperature",
     "error_timeout": "s without a valid reply before a servo is reported as failed",
@@ -50,14 +63,12 @@ PARAMETER_DESCRIPTIONS = {
     "reopen_interval": "s between attempts to reopen a lost port",
     "frame_id": "header frame_id of arm_state / joint_states",
 }
-_LEVEL_BYTES = {0: DiagnosticStatus.OK, 1: DiagnosticStatus.WARN, 2: DiagnosticStatus.ERROR, 3: DiagnosticStatus.STALE}
 
 
 class ArmDriverNode(Node):
     def __init__(self, **node_kwargs) -> None:
         super().__init__("arm_driver", **node_kwargs)
-        params = declare_and_read(self, default_parameters(), PARAMETER_DESCRIPTIONS)
-        self.config: ArmConfig = build_config(params)
+        self.config: ArmConfig = build_config(self._read_parameters())
         self.failed: Future = Future()
         self.core = ArmDriverCore(self.config, log=self._log)
         self.core.start()
@@ -78,11 +89,19 @@ class ArmDriverNode(Node):
             self.core.shutdown()          # e.g. SIGTERM while starting: the follower must not stay torqued
             raise
 
+    def _read_parameters(self) -> dict:
+        """``robot_spec`` first: the other defaults (joint count, baud rate, gains, frame) come from that spec."""
+        spec_path = declare_and_read(self, {"robot_spec": ""}, PARAMETER_DESCRIPTIONS, typed=False)["robot_spec"]
+        params = declare_and_read(self, default_parameters(load_robot_spec(spec_path)), PARAMETER_DESCRIPTIONS,
+                                  typed=False)
+        reject_robot_facts(undeclared_overrides(self))
+        return params
+
     # ---- loop thread ----------------------------------------------------------------------
     def _step(self) -> None:
         sample = self.core.cycle()
         self.core.dropped_cycles = self._loop.dropped_cycles
-        stamp = self._ros_stamp(sample.stamp)
+        stamp = stamp_at(self, sample.stamp)
         self._state_pub.publish(self._arm_state(sample, stamp))
         self._joint_pub.publish(self._joint_state(sample, stamp))
         self.published += 1
@@ -93,12 +112,7 @@ class ArmDriverNode(Node):
         if not self.failed.done():
             self.failed.set_result(exc)
 
-    def _ros_stamp(self, monotonic_stamp: float):
-        """Map a monotonic read-completion time onto the node's clock."""
-        age_ns = int((time.monotonic() - monotonic_stamp) * 1e9)
-        return (self.get_clock().now() - rclpy.duration.Duration(nanoseconds=age_ns)).to_msg()
-
-    def _arm_state(self, s: ArmSample, stamp) -> ArmState:
+    def _arm_state(self, s: ArmSample, stamp: Time) -> ArmState:
         msg = ArmState()
         msg.header.stamp = stamp
         msg.header.frame_id = self.config.frame_id
@@ -122,7 +136,7 @@ class ArmDriverNode(Node):
         msg.bus_cycle_duration = s.bus_cycle_duration
         return msg
 
-    def _joint_state(self, s: ArmSample, stamp) -> JointState:
+    def _joint_state(self, s: ArmSample, stamp: Time) -> JointState:
         """sensor_msgs/JointState for RViz: the gripper as its finger slide (m, m/s)."""
         msg = JointState()
         msg.header.stamp = stamp
@@ -150,7 +164,7 @@ class ArmDriverNode(Node):
             response.success = True
         except (BusError, TimeoutError) as exc:
             response.success, response.message = False, f"reboot failed: {exc}"
-        self._log(0 if response.success else 2, response.message)
+        self._log(OK if response.success else ERROR, response.message)
         return response
 
     def _on_torque(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
@@ -159,13 +173,12 @@ class ArmDriverNode(Node):
             response.success = True
         except (BusError, TimeoutError) as exc:
             response.success, response.message = False, f"torque request refused: {exc}"
-        self._log(0 if response.success else 2, response.message)
+        self._log(OK if response.success else ERROR, response.message)
         return response
 
     def _publish_diagnostics(self) -> None:
         loop, core, counters = self._loop, self.core, self.core.bus.counters
         name = self.get_fully_qualified_name()
-        bus = DiagnosticStatus(name=f"{name}: bus", hardware_id=self.config.port)
         values = {
             "loop_rate_hz": self.config.loop_rate,
             "loop_period_p50_ms": loop.periods.percentile(50) * 1e3,
@@ -179,36 +192,18 @@ class ArmDriverNode(Node):
             "reopen_attempts": core.reopen_attempts,
             **counters.as_dict(),
         }
-        bus.values = [KeyValue(key=k, value=f"{v:.3f}" if isinstance(v, float) else str(v)) for k, v in values.items()]
-        if core.port_lost:
-            bus.level, bus.message = DiagnosticStatus.ERROR, f"port '{self.config.port}' lost, reopening"
-        elif not loop.running:
-            bus.level, bus.message = DiagnosticStatus.ERROR, "bus loop stopped"
-        else:
-            bus.level, bus.message = DiagnosticStatus.OK, "running"
-        statuses = [bus]
+        statuses = [diagnostic_status(f"{name}: bus", self.config.port, *core.bus_status(loop.running), values)]
         for k, (sid, joint, level, message) in enumerate(core.servo_status()):
-            status = DiagnosticStatus(name=f"{name}: servo {sid} ({joint})", hardware_id=f"{self.config.port}#{sid}",
-                                      level=_LEVEL_BYTES[level], message=message)
             hw = core.health.servos[k].hardware_error
             temperature = core.health.servos[k].temperature
-            status.values = [KeyValue(key="hardware_error_status", value=f"0x{hw:02X}"),
-                             KeyValue(key="hardware_errors", value=", ".join(xm430.decode_hardware_error(hw))),
-                             KeyValue(key="temperature_c", value=f"{temperature:.0f}")]
-            statuses.append(status)
-        array = DiagnosticArray(status=statuses)
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(array)
+            statuses.append(diagnostic_status(
+                f"{name}: servo {sid} ({joint})", f"{self.config.port}#{sid}", level, message,
+                {"hardware_error_status": f"0x{hw:02X}", "hardware_errors": ", ".join(xm430.decode_hardware_error(hw)),
+                 "temperature_c": f"{temperature:.0f}"}))
+        self._diag_pub.publish(diagnostic_array(self, statuses))
 
     def _log(self, level: int, message: str) -> None:
-        # rclpy ties a severity to each call site, hence one call per severity
-        logger = self.get_logger()
-        if level == 0:
-            logger.info(message)
-        elif level == 1:
-            logger.warning(message)
-        else:
-            logger.error(message)
+        log_at(self.get_logger(), level, message)
 
     # ---- shutdown ------------------------------------------------------------------------------
     def close(self) -> None:

@@ -10,16 +10,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from na_common.diagnostics import ERROR, OK, WARN, Level
 from na_description import xm430
-
-OK, WARN, ERROR, STALE = 0, 1, 2, 3      # diagnostic levels (same numbers as diagnostic_msgs)
 
 
 @dataclass(frozen=True)
 class HealthEvent:
     """A change worth a log line: ``trip`` events make a follower turn torque off."""
 
-    level: int
+    level: Level
     servo_id: int
     joint: str
     message: str
@@ -104,7 +103,7 @@ class HealthMonitor:
     def tripped(self) -> list[ServoHealth]:
         return [s for s in self.servos if s.trip_reason is not None]
 
-    def status(self, index: int) -> tuple[int, str]:
+    def status(self, index: int) -> tuple[Level, str]:
         """Diagnostic level and a one-line message of one servo."""
         servo = self.servos[index]
         if servo.not_responding:

@@ -9,26 +9,17 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
-from concurrent.futures import TimeoutError as FutureTimeout
 
-import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import WrenchStamped
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
 from na_common import topics
-from na_driver.ft_core import (
-    FtConfigError,
-    FtProcessor,
-    WrenchSample,
-    build_ft_config,
-    default_ft_parameters,
-    make_source,
-)
+from na_common.ros_node import declare_and_read, diagnostic_array, diagnostic_status, run_node, stamp_at, usage
+from na_driver.ft_core import FtConfigError, WrenchSample, build_ft_config, default_ft_parameters
+from na_driver.ft_driver_core import FtDriverCore
 from na_driver.ft_sources import FtSourceError
-from na_driver.ros_params import declare_and_read, run_node, usage
 
 PARAMETER_DESCRIPTIONS = {
     "backend": "netft (ATI Net F/T RDT over UDP) or serial (ASCII lines '< fx fy fz mx my mz >' in mN)",
@@ -52,16 +43,14 @@ _READ_TIMEOUT_S = 0.05
 class FtDriverNode(Node):
     def __init__(self, **node_kwargs) -> None:
         super().__init__("ft_driver", **node_kwargs)
-        params = declare_and_read(self, default_ft_parameters(), PARAMETER_DESCRIPTIONS)
+        params = declare_and_read(self, default_ft_parameters(), PARAMETER_DESCRIPTIONS, typed=False)
         self.config = build_ft_config(params)
-        self.source = make_source(self.config)
-        self.processor = FtProcessor(self.config, self.source.sequence_bits)
-        self.source.open()
+        self.core = FtDriverCore(self.config)
+        self.core.open()
         self._pub = self.create_publisher(WrenchStamped, topics.WRENCH, 50)
         self._diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
         self.create_service(Trigger, "~/tare", self._on_tare)
         self.create_timer(1.0, self._publish_diagnostics)
-        self.read_error: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read_loop, name="ft-reader", daemon=True)
         self._thread.start()
@@ -71,25 +60,20 @@ class FtDriverNode(Node):
     # ---- reader thread ----------------------------------------------------------------------
     def _read_loop(self) -> None:
         while not self._stop.is_set():
+            failing = self.core.read_error is not None
             try:
-                reading = self.source.read(_READ_TIMEOUT_S)
+                sample = self.core.poll(_READ_TIMEOUT_S)
             except FtSourceError as exc:
-                if self.read_error is None:
+                if not failing:
                     self.get_logger().error(str(exc))
-                self.read_error = str(exc)
                 self._stop.wait(0.5)
                 continue
-            self.read_error = None
-            if reading is None:
-                continue
-            sample = self.processor.process(reading)
             if sample is not None:
                 self._pub.publish(self._to_msg(sample))
 
     def _to_msg(self, sample: WrenchSample) -> WrenchStamped:
         msg = WrenchStamped()
-        age_ns = int((time.monotonic() - sample.stamp) * 1e9)
-        msg.header.stamp = (self.get_clock().now() - rclpy.duration.Duration(nanoseconds=age_ns)).to_msg()
+        msg.header.stamp = stamp_at(self, sample.stamp)
         msg.header.frame_id = self.config.frame_id
         w = sample.wrench
         msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = float(w[0]), float(w[1]), float(w[2])
@@ -98,21 +82,13 @@ class FtDriverNode(Node):
 
     # ---- tare ------------------------------------------------------------------------------------
     def _tare_now(self) -> str:
-        """Net F/T: sensor-side bias first; then average the tare window in software and subtract it."""
-        not_before = -float("inf")
-        if self.config.backend == "netft":
-            self.source.bias()
-            self.processor.clear_offset()
-            not_before = time.monotonic() + 0.02     # records already in flight are not yet biased
-        future = self.processor.request_tare(self.config.tare_duration, not_before)
-        offset = future.result(timeout=self.config.tare_duration + 2.0)
-        return "tared: offset " + " ".join(f"{v:.4f}" for v in offset)
+        return "tared: offset " + " ".join(f"{v:.4f}" for v in self.core.tare())
 
     def _on_tare(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         try:
             response.message = self._tare_now()
             response.success = True
-        except (FtSourceError, FutureTimeout) as exc:
+        except (FtSourceError, TimeoutError) as exc:
             response.success = False
             response.message = f"tare failed: {exc or 'no good readings during the tare window'}"
         if response.success:
@@ -123,30 +99,16 @@ class FtDriverNode(Node):
 
     # ---- diagnostics -----------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
-        p = self.processor
-        status = DiagnosticStatus(name=f"{self.get_fully_qualified_name()}: {self.source.name}",
-                                  hardware_id=self.source.name)
-        values = {**p.counters.as_dict(), "malformed": self.source.malformed,
-                  "last_error_status": f"0x{p.last_error_status:08X}",
-                  "age_of_last_good_s": f"{time.monotonic() - p.last_good:.3f}"}
-        status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
-        if self.read_error:
-            status.level, status.message = DiagnosticStatus.ERROR, self.read_error
-        elif p.is_stale():
-            status.level, status.message = DiagnosticStatus.STALE, "no good reading within the stale timeout"
-        elif p.counters.error_status or p.counters.lost or p.counters.reordered:
-            status.level, status.message = DiagnosticStatus.WARN, "lost, reordered or error-status records seen"
-        else:
-            status.level, status.message = DiagnosticStatus.OK, "streaming"
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(array)
+        name = self.core.source.name
+        status = diagnostic_status(f"{self.get_fully_qualified_name()}: {name}", name, *self.core.status(),
+                                   self.core.diagnostic_values())
+        self._diag_pub.publish(diagnostic_array(self, [status]))
 
     def close(self) -> None:
         """Stop reading, stop streaming (Net F/T), close the socket/device, destroy the node."""
         self._stop.set()
         self._thread.join(timeout=1.0)
-        self.source.close()
+        self.core.close()
         self.destroy_node()
 
 
@@ -158,19 +120,14 @@ HELP_SUMMARY = ("Force/torque sensor driver (ATI Net F/T RDT over UDP, or serial
 def _start_node() -> FtDriverNode:
     try:
         return FtDriverNode()
-    except FutureTimeout:
+    except TimeoutError:
         raise FtSourceError("start-up tare got no good readings") from None
-
-
-def _spin(node: FtDriverNode) -> int:
-    rclpy.spin(node)
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     return run_node("ft_driver",
                     lambda: usage("ft_driver", HELP_SUMMARY, default_ft_parameters(), PARAMETER_DESCRIPTIONS),
-                    _start_node, _spin, (FtConfigError, FtSourceError), argv)
+                    _start_node, startup_errors=(FtConfigError, FtSourceError), argv=argv)
 
 
 if __name__ == "__main__":

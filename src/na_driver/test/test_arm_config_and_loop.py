@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import yaml
 
 from na_bringup.paths import config_file
 from na_description import load_spec
+from na_description.spec import ROBOTS_DIR
 from na_driver.arm_config import ConfigError, build_config, default_parameters
 from na_driver.loop_timing import DeadlineLoop, RollingStats
 
@@ -24,21 +26,51 @@ def test_defaults_come_from_the_robot_spec() -> None:
     assert config.position_p_gain == (SPEC.position_gains["p"],) * 5
     assert (config.temperature_warning, config.temperature_trip) == (55.0, 60.0)
     assert config.operating_mode == 3 and config.gripper_index == 4
-    assert set(default_parameters()) >= {"port", "role", "servo_ids", "error_timeout", "homing_offsets"}
+    assert set(default_parameters()) >= {"port", "role", "robot_spec", "error_timeout"}
+
+
+FORMER_ROBOT_FACT_PARAMETERS = ("servo_ids", "joint_names", "homing_offsets", "drive_directions",
+                                "gripper_angle_points", "gripper_slide_points")
+
+
+def test_robot_facts_are_not_driver_parameters() -> None:
+    assert not set(default_parameters()) & set(FORMER_ROBOT_FACT_PARAMETERS)
+
+
+@pytest.mark.parametrize("name", FORMER_ROBOT_FACT_PARAMETERS)
+def test_an_old_parameter_file_setting_a_robot_fact_is_refused_naming_the_spec(name: str) -> None:
+    with pytest.raises(ConfigError, match=rf"{name}.*robot spec"):
+        build_config({"port": "p", "role": "leader", name: [1, 1, 1, 1, 1]})
+
+
+def write_spec(tmp_path: Path, **joint_changes: dict) -> Path:
+    """The shipped spec with some joint fields changed, e.g. ``joint1={"servo_id": 1}``."""
+    raw = yaml.safe_load((ROBOTS_DIR / "open_manipulator_x.yaml").read_text())
+    raw["mjcf"] = str(ROBOTS_DIR / raw["mjcf"])
+    for joint in raw["joints"]:
+        joint.update(joint_changes.get(joint["name"], {}))
+    path = tmp_path / "my_arm.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_another_arm_comes_from_its_robot_spec(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, joint1={"servo_id": 1, "homing_offset": 0.1, "drive_direction": -1})
+    config = build_config({"port": "p", "role": "leader", "robot_spec": str(path)})
+    assert config.servo_ids == (1, 12, 13, 14, 15)
+    assert config.robot_spec.servo_to_joint([0.5, 0, 0, 0, 0])[0] == pytest.approx(-0.4)   # -1 * 0.5 + 0.1
 
 
 @pytest.mark.parametrize(("params", "named"), [
     ({"port": " "}, "port"),
     ({"role": "master"}, "role"),
     ({"baud_rate": 12345}, "baud_rate"),
-    ({"servo_ids": [11, 12, 13]}, "servo_ids"),
-    ({"servo_ids": [11, 11, 13, 14, 15]}, "servo_ids"),
+    ({"robot_spec": "/no/such/spec.yaml"}, "robot_spec"),
     ({"operating_mode": "torque"}, "operating_mode"),
     ({"loop_rate": 0}, "loop_rate"),
     ({"position_p_gain": [800, 800, 800, 800, 99999]}, "position_p_gain"),
     ({"current_limit": 5.0}, "current_limit"),
     ({"return_delay_us": 3}, "return_delay_us"),
-    ({"drive_directions": [1, 1, 0, 1, 1]}, "drive_directions"),
     ({"temperature_warning": 65.0}, "temperature"),
     ({"error_timeout": -1}, "error_timeout"),
     ({"baud_rte": 57600}, "baud_rte"),
@@ -55,11 +87,10 @@ def test_operating_mode_by_name_or_number_and_scalars_broadcast() -> None:
     assert build_config({"port": "p", "role": "leader", "operating_mode": 5}).operating_mode == 5
 
 
-def test_joint_spec_applies_homing_and_direction() -> None:
-    config = build_config({"port": "p", "role": "leader", "homing_offsets": [0.1, 0, 0, 0, 0],
-                           "drive_directions": [-1, 1, 1, 1, 1]})
-    spec = config.joint_spec()
-    assert spec.servo_to_joint([0.5, 0, 0, 0, 0])[0] == pytest.approx(-0.4)
+def test_a_robot_spec_with_an_out_of_range_servo_id_is_refused(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, gripper={"servo_id": 300})
+    with pytest.raises(ConfigError, match=r"robot_spec.*300"):
+        build_config({"port": "p", "role": "leader", "robot_spec": str(path)})
 
 
 def test_deadline_loop_keeps_its_schedule_and_counts_dropped_cycles() -> None:

@@ -147,6 +147,12 @@ def test_commands_are_clamped_and_reach_the_registers(emulated_arm) -> None:
             core.set_command([0.0, 0.1])
         with pytest.raises(ValueError, match="non-finite"):
             core.set_command([0.0, np.nan, 0.0, 0.0, 0.0])
+        with pytest.raises(ValueError, match=r"missing \['gripper'\]"):
+            core.set_command([0.0] * 4, ["joint1", "joint2", "joint3", "joint4"])
+        with pytest.raises(ValueError, match="5 values for 4 joint names"):
+            core.set_command([0.0] * 5, ["joint1", "joint2", "joint3", "joint4"])
+        with pytest.raises(ValueError, match="5 values for 0 joint names"):
+            core.set_command([0.0] * 5, [])                   # a command over ROS names its joints
     finally:
         core.shutdown()
 

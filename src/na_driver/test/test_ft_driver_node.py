@@ -6,10 +6,8 @@ import time
 
 import numpy as np
 import pytest
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import WrenchStamped
-from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_srvs.srv import Trigger
 
@@ -33,65 +31,54 @@ def stamp_s(msg) -> float:
 
 
 @pytest.mark.node
-def test_netft_node_publishes_in_order_counts_faults_and_tares(ros_context, wait_for) -> None:
+def test_netft_node_publishes_in_order_counts_faults_and_tares(ros_graph) -> None:
     faults = FtFaults(drop_rate=0.03, reorder_rate=0.03, error_status_rate=0.01, seed=2)
     with NetFtEmulator(lambda: TRUE_WRENCH, rate_hz=500.0, error_model=NOISE, faults=faults) as emulator:
-        node = FtDriverNode(context=ros_context, namespace="ft", parameter_overrides=[
+        node = ros_graph.add(FtDriverNode(context=ros_graph.context, namespace="ft", parameter_overrides=[
             Parameter("backend", value="netft"), Parameter("address", value="127.0.0.1"),
-            Parameter("port", value=emulator.port), Parameter("tare_duration", value=0.2)])
-        probe = Node("probe", context=ros_context)
+            Parameter("port", value=emulator.port), Parameter("tare_duration", value=0.2)]))
+        probe = ros_graph.probe()
         wrenches: list[WrenchStamped] = []
         diagnostics: list[DiagnosticArray] = []
         probe.create_subscription(WrenchStamped, "/ft/wrench", wrenches.append, 1000)
         probe.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
         tare = probe.create_client(Trigger, "/ft/ft_driver/tare")
-        executor = SingleThreadedExecutor(context=ros_context)
-        executor.add_node(node)
-        executor.add_node(probe)
-        spin = lambda: executor.spin_once(timeout_sec=0.01)  # noqa: E731
-        try:
-            assert wait_for(lambda: len(wrenches) >= 200, 5.0, spin)
-            assert wrenches[0].header.frame_id == "ft_sensor"
-            before = np.mean([as_array(m) for m in wrenches], axis=0)
-            np.testing.assert_allclose(before, TRUE_WRENCH + emulator.measured.offset, atol=0.01)
-            stamps = [stamp_s(m) for m in wrenches]
-            assert stamps == sorted(stamps)                     # never out of order
-            assert node.processor.counters.reordered > 0 and node.processor.counters.lost > 0
+        wait_for = ros_graph.wait_for
+        assert wait_for(lambda: len(wrenches) >= 200, 5.0)
+        assert wrenches[0].header.frame_id == "ft_sensor"
+        before = np.mean([as_array(m) for m in wrenches], axis=0)
+        np.testing.assert_allclose(before, TRUE_WRENCH + emulator.measured.offset, atol=0.01)
+        stamps = [stamp_s(m) for m in wrenches]
+        assert stamps == sorted(stamps)                     # never out of order
+        counters = node.core.processor.counters
+        assert counters.reordered > 0 and counters.lost > 0
 
-            # The tare service call blocks the node's executor for the tare window, so spin it from here.
-            assert tare.wait_for_service(timeout_sec=2.0)
-            future = tare.call_async(Trigger.Request())
-            assert wait_for(future.done, 5.0, spin) and future.result().success, future.result()
-            tared_at = time.time()      # messages still queued from before the tare are older than this
-            assert wait_for(lambda: sum(stamp_s(m) > tared_at for m in wrenches) >= 200, 5.0, spin)
-            after = np.mean([as_array(m) for m in wrenches if stamp_s(m) > tared_at], axis=0)
-            np.testing.assert_allclose(after, np.zeros(6), atol=0.01)
+        # The tare service call blocks the node's executor for the tare window, so spin it from here.
+        response = ros_graph.call(tare, Trigger.Request(), 5.0)
+        assert response.success, response
+        tared_at = time.time()      # messages still queued from before the tare are older than this
+        assert wait_for(lambda: sum(stamp_s(m) > tared_at for m in wrenches) >= 200, 5.0)
+        after = np.mean([as_array(m) for m in wrenches if stamp_s(m) > tared_at], axis=0)
+        np.testing.assert_allclose(after, np.zeros(6), atol=0.01)
 
-            assert wait_for(lambda: any(s.values for d in diagnostics for s in d.status), 3.0, spin)
-            values = {kv.key: kv.value for kv in diagnostics[-1].status[0].values}
-            assert int(values["lost"]) > 0 and int(values["reordered"]) > 0 and int(values["error_status"]) > 0
-        finally:
-            node.close()
-            probe.destroy_node()
+        assert wait_for(lambda: any(s.values for d in diagnostics for s in d.status), 3.0)
+        status = diagnostics[-1].status[0]
+        values = {kv.key: kv.value for kv in status.values}
+        assert int(values["lost"]) > 0 and int(values["reordered"]) > 0 and int(values["error_status"]) > 0
+        assert status.level == DiagnosticStatus.WARN and "lost" in status.message
+        ros_graph.close(node)
         assert wait_for(lambda: not emulator.streaming, 2.0)        # the driver stopped the stream
 
 
 @pytest.mark.node
-def test_serial_node_publishes_the_sensor_wrench(ros_context, wait_for) -> None:
+def test_serial_node_publishes_the_sensor_wrench(ros_graph) -> None:
     with SerialFtEmulator(lambda: TRUE_WRENCH, rate_hz=200.0, error_model=NOISE) as emulator:
-        node = FtDriverNode(context=ros_context, namespace="ft", parameter_overrides=[
+        node = ros_graph.add(FtDriverNode(context=ros_graph.context, namespace="ft", parameter_overrides=[
             Parameter("backend", value="serial"), Parameter("device", value=emulator.port_path),
-            Parameter("axis_signs", value=[-1.0, 1.0, 1.0, 1.0, 1.0, 1.0])])
-        probe = Node("probe", context=ros_context)
+            Parameter("axis_signs", value=[-1.0, 1.0, 1.0, 1.0, 1.0, 1.0])]))
         wrenches: list[WrenchStamped] = []
-        probe.create_subscription(WrenchStamped, "/ft/wrench", wrenches.append, 1000)
-        executor = SingleThreadedExecutor(context=ros_context)
-        executor.add_node(node)
-        executor.add_node(probe)
-        try:
-            assert wait_for(lambda: len(wrenches) >= 100, 5.0, lambda: executor.spin_once(timeout_sec=0.01))
-        finally:
-            node.close()
-            probe.destroy_node()
+        ros_graph.probe().create_subscription(WrenchStamped, "/ft/wrench", wrenches.append, 1000)
+        assert ros_graph.wait_for(lambda: len(wrenches) >= 100, 5.0)
+        ros_graph.close(node)
         expected = (TRUE_WRENCH + emulator.measured.offset) * np.array([-1, 1, 1, 1, 1, 1])
     np.testing.assert_allclose(np.mean([as_array(m) for m in wrenches], axis=0), expected, atol=0.01)

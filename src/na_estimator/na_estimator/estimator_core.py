@@ -1,15 +1,23 @@
 """The estimator's ROS-free core: input guards, the causal history window, inference, contact
-hysteresis and statistics. The node only converts messages to and from this core."""
+hysteresis and statistics. The node only converts messages to and from this core.
+
+Inputs arrive as their messages carry them: arrays named by ``name``, in any order. They are put in
+spec order through :meth:`na_description.RobotSpec.reorder`; an input whose names are unknown, missing
+or duplicated, or whose arrays have another length than the names, is counted and never estimated on.
+"""
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
-from na_description import RobotSpec
+from na_common.diagnostics import OK, WARN, Level
+from na_description import JointNameError, RobotSpec
 from na_estimator.features import FeatureError, HistoryWindow, compute_features
 from na_estimator.onnx_model import OnnxActuatorModel
 
@@ -23,9 +31,10 @@ POSITION_MARGIN_RAD = 0.5          # rad beyond the spec's joint limits
 
 @dataclass
 class ArmInput:
-    """The fields of one follower ArmState the estimator uses (SI, spec order)."""
+    """The fields of one follower ArmState the estimator uses (SI), arrays in the order of ``names``."""
 
     stamp: float                   # s
+    names: Sequence[str]           # joint names of the arrays (ArmState.name)
     position: np.ndarray           # rad, joint side (gripper: servo angle)
     gripper_slide: float           # m
     velocity: np.ndarray           # rad/s
@@ -33,6 +42,8 @@ class ArmInput:
     input_voltage: np.ndarray      # V
     temperature: np.ndarray        # degC
     stale: np.ndarray | None = None  # per-servo stale flags from the driver
+
+    ARRAYS: ClassVar[tuple[str, ...]] = ("position", "velocity", "current", "input_voltage", "temperature")
 
 
 @dataclass
@@ -51,6 +62,7 @@ class Estimate:
 @dataclass
 class Counters:
     estimates: int = 0
+    bad_names: int = 0             # names unknown, missing or duplicated, or arrays of another length
     invalid_input: int = 0         # NaN/inf or out-of-range values, or driver-marked stale servos
     stale_input: int = 0           # ArmState older than the stale timeout when it arrived
     out_of_order: int = 0          # stamp not after the previous one
@@ -60,6 +72,11 @@ class Counters:
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
+
+    @property
+    def refused(self) -> int:
+        """Inputs not estimated on (window restarts are not refusals)."""
+        return sum(v for k, v in self.as_dict().items() if k not in ("estimates", "window_resets"))
 
 
 @dataclass
@@ -103,6 +120,7 @@ class EstimatorCore:
         self.max_gap = max_gap
         self.contact = ContactHysteresis(contact_on, contact_off)
         self.counters = Counters()
+        self.last_refusal = ""                    # why the latest refused input was refused
         self.latency = LatencyStats()
         self._command: np.ndarray | None = None
         self._command_stamp = -math.inf
@@ -117,13 +135,35 @@ class EstimatorCore:
         self.window = HistoryWindow(model.contract.feature_mean, model.contract.history_length, self.max_gap)
         self.contact.state = False
 
-    def on_command(self, stamp: float, position: np.ndarray) -> bool:
-        position = np.asarray(position, dtype=float)
-        if position.shape != (self.spec.n_motors,) or not np.all(np.isfinite(position)):
-            self.counters.invalid_input += 1
+    def _refuse(self, counter: str, reason: str) -> None:
+        setattr(self.counters, counter, getattr(self.counters, counter) + 1)
+        self.last_refusal = reason
+
+    def on_command(self, stamp: float, position: np.ndarray, names: Sequence[str]) -> bool:
+        """The goal the follower tracks (JointCommand: positions named by ``names``); False when refused."""
+        try:
+            position = self.spec.reorder(names, np.asarray(position, dtype=float), "JointCommand position")
+        except JointNameError as exc:
+            self._refuse("bad_names", f"JointCommand: {exc}")
+            return False
+        if not np.all(np.isfinite(position)):
+            self._refuse("invalid_input", "JointCommand: non-finite position")
             return False
         self._command, self._command_stamp = position, stamp
         return True
+
+    def _in_spec_order(self, arm: ArmInput) -> ArmInput | None:
+        """``arm`` with its arrays in spec order, or None (counted, with the reason) when its names do not fit."""
+        try:
+            arrays = {f: self.spec.reorder(arm.names, np.asarray(getattr(arm, f), dtype=float), f)
+                      for f in ArmInput.ARRAYS}
+            stale = None if arm.stale is None or not len(arm.stale) else \
+                self.spec.reorder(arm.names, np.asarray(arm.stale, dtype=bool), "stale")
+        except JointNameError as exc:
+            self._refuse("bad_names", f"ArmState: {exc}")
+            return None
+        return ArmInput(stamp=arm.stamp, names=self.spec.joint_names, gripper_slide=arm.gripper_slide, stale=stale,
+                        **arrays)
 
     def _valid(self, arm: ArmInput) -> bool:
         n = self.spec.n_motors
@@ -144,31 +184,35 @@ class EstimatorCore:
 
     def on_arm_state(self, arm: ArmInput, now: float) -> Estimate | None:
         """An estimate for this state, or None (and a counter) when it must not be estimated on."""
+        arm = self._in_spec_order(arm)
+        if arm is None:
+            return None
         if arm.stamp <= self._last_stamp:
-            self.counters.out_of_order += 1
+            self._refuse("out_of_order", "ArmState stamped at or before the previous one")
             return None
         if now - arm.stamp > self.stale_timeout:
-            self.counters.stale_input += 1
+            self._refuse("stale_input", f"ArmState {now - arm.stamp:.3f} s old on arrival "
+                                        f"(stale_timeout {self.stale_timeout} s)")
             return None
         if not self._valid(arm):
-            self.counters.invalid_input += 1
+            self._refuse("invalid_input", "ArmState values non-finite, out of range or marked stale by the driver")
             return None
         if self._command is None or arm.stamp - self._command_stamp > self.command_timeout:
-            self.counters.no_command += 1
+            self._refuse("no_command", f"no JointCommand within command_timeout {self.command_timeout} s")
             return None
         self._last_stamp = arm.stamp
         try:
             frame = compute_features(self._command, arm.position[: self.spec.n_arm], np.asarray(arm.gripper_slide),
                                      arm.current, arm.velocity, arm.input_voltage, arm.temperature, spec=self.spec)
-        except FeatureError:
-            self.counters.invalid_input += 1
+        except FeatureError as exc:
+            self._refuse("invalid_input", f"ArmState: {exc}")
             return None
         resets = self.window.resets
         window = self.window.push(frame, arm.stamp)          # restarts itself after a gap > max_gap
         self.counters.window_resets += self.window.resets - resets
         outputs, latency = self.model.infer(window)
         if not all(np.all(np.isfinite(v)) for v in outputs.values()):
-            self.counters.invalid_output += 1
+            self._refuse("invalid_output", "the model produced a non-finite output")
             return None
         self.latency.add(latency)
         self.counters.estimates += 1
@@ -185,3 +229,11 @@ class EstimatorCore:
             latency=latency,
             window_fill=self.window.filled,
         )
+
+    def status(self) -> tuple[Level, str]:
+        """Diagnostic level and message: WARN once any input was refused, with the latest reason."""
+        refused = self.counters.refused
+        message = f"{self.counters.estimates} estimates, {refused} inputs refused"
+        if refused:
+            return WARN, f"{message}; last: {self.last_refusal}"
+        return OK, message

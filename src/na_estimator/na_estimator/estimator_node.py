@@ -4,12 +4,11 @@ force, contact, condition, torque surrogate, the combined estimate, an RViz arro
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
-import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import Point, Vector3, WrenchStamped
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -17,6 +16,8 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker
 
 from na_common import topics
+from na_common.ros_node import declare_and_read, diagnostic_array, diagnostic_status, run_node, usage
+from na_common.stamps import stamp_seconds
 from na_description import load_spec
 from na_description.model import Kinematics
 from na_estimator.estimator_core import ArmInput, Estimate, EstimatorCore
@@ -25,39 +26,54 @@ from na_msgs.msg import ActuatorEstimate, ArmState, Contact, JointCommand, Motor
 
 MARKER_SCALE_M_PER_N = 0.02   # arrow length per newton in RViz
 
-
-def _stamp_seconds(stamp) -> float:
-    return stamp.sec + stamp.nanosec * 1e-9
+DEFAULTS: dict[str, Any] = {
+    "model_path": "",
+    "providers": list(DEFAULT_PROVIDERS),
+    "intra_op_threads": 1,
+    "arm_state_topic": topics.FOLLOWER_ARM_STATE,
+    "command_topic": topics.FOLLOWER_COMMAND,
+    "stale_timeout": 0.1,
+    "command_timeout": 0.5,
+    "max_gap": 0.1,
+    "contact_threshold_on": 0.6,
+    "contact_threshold_off": 0.4,
+    "frame_id": "world",
+    "publish_marker": True,
+    "publish_split_topics": True,
+    "diagnostics_period": 1.0,
+}
+DESCRIPTIONS = {
+    "model_path": "ONNX model exported by `na-train export` (required)",
+    "providers": "ONNX Runtime execution providers in order of preference; falls back to CPU",
+    "intra_op_threads": "ONNX Runtime intra-op threads",
+    "arm_state_topic": "follower ArmState input",
+    "command_topic": "follower JointCommand input (goal features)",
+    "stale_timeout": "s; an ArmState older than this on arrival is not estimated on",
+    "command_timeout": "s; the latest JointCommand must be at most this old",
+    "max_gap": "s; a gap between states longer than this restarts the history window",
+    "contact_threshold_on": "contact probability above which contact starts",
+    "contact_threshold_off": "contact probability below which contact ends",
+    "frame_id": "robot base frame of the force outputs",
+    "publish_marker": "publish the RViz force arrow",
+    "publish_split_topics": "publish force/contact/condition/torque topics besides the combined estimate",
+    "diagnostics_period": "s between /diagnostics messages",
+}
 
 
 class EstimatorNode(Node):
     def __init__(self, **node_kwargs) -> None:
         super().__init__("estimator", **node_kwargs)
-        p = self._declare
-        self.model_path = p("model_path", "", "ONNX model exported by `na-train export` (required)")
-        self.providers = p("providers", list(DEFAULT_PROVIDERS),
-                           "ONNX Runtime execution providers in order of preference; falls back to CPU")
-        self.threads = p("intra_op_threads", 1, "ONNX Runtime intra-op threads")
-        arm_topic = p("arm_state_topic", topics.FOLLOWER_ARM_STATE, "follower ArmState input")
-        command_topic = p("command_topic", topics.FOLLOWER_COMMAND, "follower JointCommand input (goal features)")
-        stale_timeout = p("stale_timeout", 0.1, "s; an ArmState older than this on arrival is not estimated on")
-        command_timeout = p("command_timeout", 0.5, "s; the latest JointCommand must be at most this old")
-        max_gap = p("max_gap", 0.1, "s; a gap between states longer than this restarts the history window")
-        contact_on = p("contact_threshold_on", 0.6, "contact probability above which contact starts")
-        contact_off = p("contact_threshold_off", 0.4, "contact probability below which contact ends")
-        self.frame_id = p("frame_id", "world", "robot base frame of the force outputs")
-        self.publish_marker = p("publish_marker", True, "publish the RViz force arrow")
-        self.publish_split = p("publish_split_topics", True,
-                               "publish force/contact/condition/torque topics besides the combined estimate")
-        diagnostics_period = p("diagnostics_period", 1.0, "s between /diagnostics messages")
+        p = declare_and_read(self, DEFAULTS, DESCRIPTIONS)
+        self.model_path, self.providers, self.threads = p["model_path"], p["providers"], p["intra_op_threads"]
+        self.frame_id, self.publish_marker = p["frame_id"], p["publish_marker"]
+        self.publish_split = p["publish_split_topics"]
 
         self.spec = load_spec()
         self._kinematics = Kinematics(self.spec)
         model = self._load_model(self.model_path)
-        if model is None:
-            raise SystemExit(2)
-        self.core = EstimatorCore(model, self.spec, stale_timeout=stale_timeout, command_timeout=command_timeout,
-                                  max_gap=max_gap, contact_on=contact_on, contact_off=contact_off)
+        self.core = EstimatorCore(model, self.spec, stale_timeout=p["stale_timeout"],
+                                  command_timeout=p["command_timeout"], max_gap=p["max_gap"],
+                                  contact_on=p["contact_threshold_on"], contact_off=p["contact_threshold_off"])
         self.get_logger().info(f"loaded {self.model_path}: {model.provider.describe()}")
 
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -68,30 +84,22 @@ class EstimatorNode(Node):
         self.pub_torque = self.create_publisher(JointState, topics.ESTIMATED_TORQUE, qos)
         self.pub_marker = self.create_publisher(Marker, topics.ESTIMATE_MARKER, qos)
         self.pub_diagnostics = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
-        self.create_subscription(JointCommand, command_topic, self._on_command, qos)
-        self.create_subscription(ArmState, arm_topic, self._on_arm_state, qos)
+        self.create_subscription(JointCommand, p["command_topic"], self._on_command, qos)
+        self.create_subscription(ArmState, p["arm_state_topic"], self._on_arm_state, qos)
         self.create_service(Trigger, "~/reload", self._on_reload)
-        self.create_timer(diagnostics_period, self._publish_diagnostics)
+        self.create_timer(p["diagnostics_period"], self._publish_diagnostics)
 
-    def _declare(self, name: str, default, description: str):
-        return self.declare_parameter(name, default, ParameterDescriptor(description=description)).value
-
-    def _load_model(self, path: str) -> OnnxActuatorModel | None:
+    def _load_model(self, path: str) -> OnnxActuatorModel:
         if not path:
-            self.get_logger().error("parameter model_path is empty: give the ONNX model from `na-train export`")
-            return None
-        try:
-            return OnnxActuatorModel(path, self.spec, providers=list(self.providers), intra_op_threads=self.threads)
-        except ModelLoadError as exc:
-            self.get_logger().error(str(exc))
-            return None
+            raise ModelLoadError("parameter model_path is empty: give the ONNX model from `na-train export`")
+        return OnnxActuatorModel(path, self.spec, providers=list(self.providers), intra_op_threads=self.threads)
 
     def _on_command(self, msg: JointCommand) -> None:
-        self.core.on_command(_stamp_seconds(msg.header.stamp), np.asarray(msg.position))
+        self.core.on_command(stamp_seconds(msg.header.stamp), np.asarray(msg.position), list(msg.name))
 
     def _on_arm_state(self, msg: ArmState) -> None:
         arm = ArmInput(
-            stamp=_stamp_seconds(msg.header.stamp),
+            stamp=stamp_seconds(msg.header.stamp), names=list(msg.name),
             position=np.asarray(msg.position), gripper_slide=float(msg.gripper_slide),
             velocity=np.asarray(msg.velocity), current=np.asarray(msg.current),
             input_voltage=np.asarray(msg.input_voltage), temperature=np.asarray(msg.temperature),
@@ -124,7 +132,8 @@ class EstimatorNode(Node):
             self.pub_marker.publish(self._arrow(state, est, header))
 
     def _arrow(self, state: ArmState, est: Estimate, header) -> Marker:
-        tip = self._kinematics.tool_position(np.asarray(state.position[: self.spec.n_arm]))
+        position = self.spec.reorder(state.name, np.asarray(state.position), "position")   # checked by the core
+        tip = self._kinematics.tool_position(position[: self.spec.n_arm])
         tail = tip - MARKER_SCALE_M_PER_N * est.force
         marker = Marker(header=header, ns="estimator", id=0, type=Marker.ARROW, action=Marker.ADD)
         marker.points = [Point(x=float(tail[0]), y=float(tail[1]), z=float(tail[2])),
@@ -135,9 +144,11 @@ class EstimatorNode(Node):
 
     def _on_reload(self, _request, response):
         path = self.get_parameter("model_path").value
-        model = self._load_model(path)
-        if model is None:
-            response.success, response.message = False, f"kept the previous model; could not load {path}"
+        try:
+            model = self._load_model(path)
+        except ModelLoadError as exc:
+            self.get_logger().error(str(exc))
+            response.success, response.message = False, f"kept the previous model; could not load {path}: {exc}"
             return response
         self.core.set_model(model)
         self.model_path = path
@@ -148,34 +159,22 @@ class EstimatorNode(Node):
     def _publish_diagnostics(self) -> None:
         core = self.core
         values = {"model": self.model_path, "provider": core.model.provider.in_use,
-                  "latency_p50_ms": f"{core.latency.percentile(50) * 1e3:.3f}",
-                  "latency_p99_ms": f"{core.latency.percentile(99) * 1e3:.3f}",
-                  **{k: str(v) for k, v in core.counters.as_dict().items()}}
-        dropped = sum(v for k, v in core.counters.as_dict().items() if k not in ("estimates", "window_resets"))
-        level = DiagnosticStatus.OK if dropped == 0 else DiagnosticStatus.WARN
-        status = DiagnosticStatus(level=level, name="estimator", hardware_id="neuralactuator",
-                                  message=f"{core.counters.estimates} estimates, {dropped} inputs refused",
-                                  values=[KeyValue(key=k, value=v) for k, v in values.items()])
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self.pub_diagnostics.publish(array)
+                  "latency_p50_ms": core.latency.percentile(50) * 1e3,
+                  "latency_p99_ms": core.latency.percentile(99) * 1e3,
+                  **core.counters.as_dict(), "last_refusal": core.last_refusal}
+        status = diagnostic_status("estimator", "neuralactuator", *core.status(), values)
+        self.pub_diagnostics.publish(diagnostic_array(self, [status]))
+
+
+HELP_SUMMARY = ("NeuralActuator estimator: from the follower's arm_state (na_msgs/ArmState) and command\n"
+                "(na_msgs/JointCommand) to /estimator/estimate (na_msgs/ActuatorEstimate), force, contact,\n"
+                "condition, torque, an RViz marker and /diagnostics; service ~/reload (Trigger). Parameter\n"
+                "file: na_bringup/config/estimator.yaml.")
 
 
 def main(argv: list[str] | None = None) -> int:
-    rclpy.init(args=argv if argv is not None else sys.argv)
-    try:
-        node = EstimatorNode()
-    except SystemExit as exc:
-        rclpy.try_shutdown()
-        return int(exc.code or 1)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node("estimator", lambda: usage("estimator", HELP_SUMMARY, DEFAULTS, DESCRIPTIONS), EstimatorNode,
+                    startup_errors=(ModelLoadError,), argv=argv)
 
 
 if __name__ == "__main__":

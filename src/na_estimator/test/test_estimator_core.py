@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from na_common.diagnostics import WARN
 from na_description import load_spec
 from na_estimator.estimator_core import ArmInput, ContactHysteresis, EstimatorCore
 from na_estimator.features import HISTORY_LENGTH, episode_features, history_windows
@@ -16,10 +17,21 @@ SPEC = load_spec()
 PERIOD = 0.01
 
 
+NAMES = ["joint1", "joint2", "joint3", "joint4", "gripper"]      # the arm's joints, spec order
+
+
 def arm_input(stamp: float, rng: np.random.Generator) -> ArmInput:
-    return ArmInput(stamp=stamp, position=rng.uniform(-0.5, 0.5, 5), gripper_slide=float(rng.uniform(0, 0.01)),
-                    velocity=rng.uniform(-1, 1, 5), current=rng.uniform(-0.5, 0.5, 5),
-                    input_voltage=rng.uniform(11.5, 12.1, 5), temperature=rng.uniform(30, 40, 5))
+    return ArmInput(stamp=stamp, names=NAMES, position=rng.uniform(-0.5, 0.5, 5),
+                    gripper_slide=float(rng.uniform(0, 0.01)), velocity=rng.uniform(-1, 1, 5),
+                    current=rng.uniform(-0.5, 0.5, 5), input_voltage=rng.uniform(11.5, 12.1, 5),
+                    temperature=rng.uniform(30, 40, 5))
+
+
+def shuffled(arm: ArmInput, order: list[int]) -> ArmInput:
+    """The same state as a driver would send it with its joints in another order."""
+    return ArmInput(stamp=arm.stamp, names=[arm.names[k] for k in order], gripper_slide=arm.gripper_slide,
+                    stale=None if arm.stale is None else arm.stale[order],
+                    **{f: getattr(arm, f)[order] for f in ArmInput.ARRAYS})
 
 
 def make_core(path, **kwargs) -> EstimatorCore:
@@ -64,7 +76,7 @@ def test_streaming_estimates_equal_offline_windows(contract_model) -> None:
     rng = np.random.default_rng(1)
     command = rng.uniform(-0.5, 0.5, 5)
     inputs = [arm_input(1.0 + k * PERIOD, rng) for k in range(20)]
-    core.on_command(0.999, command)
+    core.on_command(0.999, command, NAMES)
     streamed = [core.on_arm_state(a, now=a.stamp + 0.001) for a in inputs]
     assert all(e is not None for e in streamed)
     columns = {"goal_position": np.tile(command, (20, 1)), "position": np.stack([a.position for a in inputs]),
@@ -84,7 +96,7 @@ def test_bad_input_never_becomes_an_estimate(contract_model) -> None:
     good = arm_input(1.0, rng)
     assert core.on_arm_state(good, now=1.0) is None          # no command yet
     assert core.counters.no_command == 1
-    core.on_command(0.99, np.zeros(5))
+    core.on_command(0.99, np.zeros(5), NAMES)
     assert core.on_arm_state(good, now=1.001) is not None
     nan = arm_input(1.01, rng)
     nan.current[2] = np.nan
@@ -101,17 +113,67 @@ def test_bad_input_never_becomes_an_estimate(contract_model) -> None:
     assert core.on_arm_state(arm_input(1.04, rng), now=1.2) is None   # 160 ms old on arrival
     assert core.counters.stale_input == 1
     assert core.counters.estimates == 1
+    level, message = core.status()
+    assert level == WARN and "6 inputs refused" in message and "0.160 s old" in message
+
+
+def test_names_in_another_order_give_the_same_estimate(contract_model) -> None:
+    rng = np.random.default_rng(4)
+    states = [arm_input(1.0 + k * PERIOD, rng) for k in range(12)]
+    command = rng.uniform(-0.5, 0.5, 5)
+    order = [4, 2, 0, 3, 1]
+    in_spec_order, reordered = make_core(contract_model), make_core(contract_model)
+    in_spec_order.on_command(0.999, command, NAMES)
+    reordered.on_command(0.999, command[order], [NAMES[k] for k in order])
+    expected = [in_spec_order.on_arm_state(a, now=a.stamp + 0.001) for a in states]
+    got = [reordered.on_arm_state(shuffled(a, order), now=a.stamp + 0.001) for a in states]
+    assert reordered.counters.estimates == 12 and reordered.counters.bad_names == 0
+    np.testing.assert_allclose([e.force for e in got], [e.force for e in expected], atol=1e-9)
+    np.testing.assert_allclose([e.torque_surrogate for e in got], [e.torque_surrogate for e in expected], atol=1e-9)
+
+
+@pytest.mark.parametrize(("names", "n_values", "reason"), [
+    (["joint1", "joint2", "joint3", "joint4", "wrist"], 5, "unknown ['wrist']"),
+    (["joint1", "joint2", "joint3", "joint4"], 4, "missing ['gripper']"),
+    (["joint1", "joint2", "joint3", "joint4", "gripper", "joint3"], 6, "duplicated ['joint3']"),
+    ([], 5, "position has 5 values for 0 joint names"),
+    (["joint1", "joint2", "joint3", "joint4"], 5, "position has 5 values for 4 joint names"),
+])
+def test_states_and_commands_with_names_that_do_not_fit_are_refused(contract_model, names, n_values,
+                                                                      reason) -> None:
+    core = make_core(contract_model)
+    rng = np.random.default_rng(5)
+    assert core.on_command(0.999, np.zeros(n_values), names) is False
+    assert core.counters.bad_names == 1 and reason in core.last_refusal and "JointCommand" in core.last_refusal
+    assert core.on_command(0.999, np.zeros(5), NAMES)
+    good = arm_input(1.0, rng)
+    bad = ArmInput(stamp=1.0, names=names, gripper_slide=good.gripper_slide,
+                   **{f: np.resize(getattr(good, f), n_values) for f in ArmInput.ARRAYS})
+    assert core.on_arm_state(bad, now=1.001) is None
+    assert core.counters.bad_names == 2 and reason in core.last_refusal and "ArmState" in core.last_refusal
+    assert core.counters.estimates == 0
+    assert core.status()[0] == WARN and reason in core.status()[1]
+    assert core.on_arm_state(good, now=1.001) is not None                 # the next good state is estimated on
+
+
+def test_a_stale_flag_array_of_another_length_is_refused(contract_model) -> None:
+    core = make_core(contract_model)
+    core.on_command(0.999, np.zeros(5), NAMES)
+    state = arm_input(1.0, np.random.default_rng(6))
+    state.stale = np.zeros(4, dtype=bool)
+    assert core.on_arm_state(state, now=1.001) is None
+    assert core.counters.bad_names == 1 and "stale has 4 values for 5 joint names" in core.last_refusal
 
 
 def test_gap_restarts_the_window(contract_model) -> None:
     core = make_core(contract_model, max_gap=0.1)
     rng = np.random.default_rng(3)
-    core.on_command(0.0, np.zeros(5))
+    core.on_command(0.0, np.zeros(5), NAMES)
     fills = [core.on_arm_state(arm_input(t, rng), now=t).window_fill for t in (0.01, 0.02, 0.03)]
     assert fills == [1, 2, 3]
     after_gap = core.on_arm_state(arm_input(0.7, rng), now=0.7)
     assert after_gap is None  # the command is 0.7 s old: refused
-    core.on_command(0.7, np.zeros(5))
+    core.on_command(0.7, np.zeros(5), NAMES)
     after_gap = core.on_arm_state(arm_input(0.71, rng), now=0.71)
     assert after_gap.window_fill == 1 and core.counters.window_resets == 1
 

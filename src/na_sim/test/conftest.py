@@ -10,11 +10,11 @@ import dynamixel_sdk.port_handler
 import pytest
 from dynamixel_sdk import PacketHandler, PortHandler
 
+from na_description import load_spec
 from na_sim.dxl_emulator import DxlBusEmulator
 from na_sim.servo_registers import ServoRegisters
 
-ARM_IDS = (11, 12, 13, 14, 15)          # docs/REFERENCES.md, Authors' setup: the authors' arms use IDs 11-15
-BUS_BAUD = 1_000_000                    # docs/REFERENCES.md, Authors' setup: 1 Mbps
+BUS_BAUD = load_spec().baud_rate
 
 
 @dataclass
@@ -30,18 +30,10 @@ class SdkBus:
         return next(s for s in self.servos if s.servo_id == servo_id)
 
 
-def make_servos(ids: tuple[int, ...] = ARM_IDS, return_delay: int = 0) -> list[ServoRegisters]:
-    """Servos as the tests want them: Return Delay 0 (fast), 1 Mbps baud register."""
-    servos = [ServoRegisters(servo_id) for servo_id in ids]
-    for servo in servos:
-        servo.set("return_delay_time", return_delay)
-        servo.set("baud_rate", 3)
-    return servos
-
-
 @pytest.fixture
-def sdk_bus(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., SdkBus]]:
-    """Factory: ``sdk_bus(ids=..., **emulator_kwargs)`` starts an emulator and opens the SDK port on it.
+def sdk_bus(monkeypatch: pytest.MonkeyPatch, make_servos) -> Iterator[Callable[..., SdkBus]]:
+    """Factory: ``sdk_bus(ids=None, servos=None, **emulator_kwargs)`` starts an emulator (default: the robot spec's
+    servos, factory state) and opens the SDK port on it.
 
     The SDK client polls the port in a busy loop in this same process; a short GIL switch interval
     keeps the emulator thread from waiting 5 ms (Python's default) for its turn. The SDK's reply
@@ -54,7 +46,7 @@ def sdk_bus(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., SdkBus]]:
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(2e-4)
 
-    def start(ids: tuple[int, ...] = ARM_IDS, servos: list[ServoRegisters] | None = None, **kwargs) -> SdkBus:
+    def start(ids: tuple[int, ...] | None = None, servos: list[ServoRegisters] | None = None, **kwargs) -> SdkBus:
         servos = servos if servos is not None else make_servos(ids)
         emulator = DxlBusEmulator(servos, **{"baud_rate": BUS_BAUD, **kwargs}).start()
         port = PortHandler(emulator.port_path)

@@ -6,18 +6,41 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+from typing import Any
 
-import rclpy
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
 from na_common import topics
+from na_common.ros_node import declare_and_read, run_node, usage
 from na_msgs.srv import DiscardEpisode, StartEpisode, StopEpisode
 from na_teleop.recorder_core import RecorderCore, RecorderError
 
 DEFAULT_TOPICS = list(topics.EPISODE_TOPICS)
+METADATA_KEYS = ("task", "payload_grams", "force_source", "condition", "operator")
+DEFAULTS: dict[str, Any] = {
+    "output_dir": "~/na_episodes",
+    "storage": "mcap",
+    "topics": DEFAULT_TOPICS,
+    "task": "",
+    "payload_grams": 0.0,
+    "force_source": "none",
+    "condition": "nominal",
+    "operator": "",
+    "chunk_period": 1.0,
+    "min_free_mb": 100,
+    "discovery_period": 0.5,
+}
+DESCRIPTIONS = {
+    "output_dir": "directory that receives episode_NNNNNN/ bags",
+    "storage": "rosbag2 storage plugin; only mcap is supported",
+    "topics": "topics recorded in every episode (when published)",
+    **{key: f"default episode metadata: {key}" for key in METADATA_KEYS},
+    "chunk_period": "s; the open chunk is written and fsynced at least this often",
+    "min_free_mb": "MiB; refuse to start an episode with less free disk space",
+    "discovery_period": "s between looks for the configured topics on the graph",
+}
 
 
 def message_class(msgtype: str):
@@ -28,20 +51,13 @@ def message_class(msgtype: str):
 class RecorderNode(Node):
     def __init__(self, **node_kwargs) -> None:
         super().__init__("recorder", **node_kwargs)
-        p = self._declare
-        output_dir = p("output_dir", "~/na_episodes", "directory that receives episode_NNNNNN/ bags")
-        storage = p("storage", "mcap", "rosbag2 storage plugin; only mcap is supported")
-        self.configured = list(p("topics", DEFAULT_TOPICS, "topics recorded in every episode (when published)"))
-        defaults = {key: p(key, default, f"default episode metadata: {key}") for key, default in
-                    (("task", ""), ("payload_grams", 0.0), ("force_source", "none"), ("condition", "nominal"),
-                     ("operator", ""))}
-        chunk_period = p("chunk_period", 1.0, "s; the open chunk is written and fsynced at least this often")
-        min_free_mb = p("min_free_mb", 100, "MiB; refuse to start an episode with less free disk space")
-        discovery_period = p("discovery_period", 0.5, "s between looks for the configured topics on the graph")
-        if storage != "mcap":
-            raise RecorderError(f"storage '{storage}' is not supported; use mcap")
-        self.core = RecorderCore(output_dir, flush_period=chunk_period, min_free_bytes=int(min_free_mb) * 2**20,
-                                 defaults=defaults, configured_topics=self.configured)
+        p = declare_and_read(self, DEFAULTS, DESCRIPTIONS)
+        self.configured = list(p["topics"])
+        if p["storage"] != "mcap":
+            raise RecorderError(f"storage '{p['storage']}' is not supported; use mcap")
+        self.core = RecorderCore(p["output_dir"], flush_period=p["chunk_period"],
+                                 min_free_bytes=p["min_free_mb"] * 2**20,
+                                 defaults={key: p[key] for key in METADATA_KEYS}, configured_topics=self.configured)
         for warning in self.core.prepare().warnings():
             self.get_logger().warning(warning)
         self.qos = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
@@ -50,13 +66,10 @@ class RecorderNode(Node):
         self.create_service(StopEpisode, "~/stop", self._on_stop)
         self.create_service(DiscardEpisode, "~/discard", self._on_discard)
         self.status_pub = self.create_publisher(String, "~/status", 10)
-        self.create_timer(discovery_period, self._discover)
+        self.create_timer(p["discovery_period"], self._discover)
         self.create_timer(0.5, self._publish_status)
         self._discover()
         self.get_logger().info(f"recording to {self.core.output_dir}; topics: {', '.join(self.configured)}")
-
-    def _declare(self, name: str, default, description: str):
-        return self.declare_parameter(name, default, ParameterDescriptor(description=description)).value
 
     def _discover(self) -> None:
         graph = dict(self.get_topic_names_and_types())
@@ -125,26 +138,22 @@ class RecorderNode(Node):
         status = self.core.live_status(self.get_clock().now().nanoseconds)
         self.status_pub.publish(String(data=json.dumps(status)))
 
+    def close(self) -> None:
+        """End a running episode (marked incomplete: it was cut short), then destroy the node."""
+        if self.core.recording:
+            report = self.core.stop(self.get_clock().now().nanoseconds, complete=False)
+            print("\n".join(report.lines()), file=sys.stderr)
+        self.destroy_node()
+
+
+HELP_SUMMARY = ("Episode recorder: one rosbag2 MCAP per episode of the configured topics; services ~/start,\n"
+                "~/stop, ~/discard (na_msgs), a JSON ~/status topic for na-record. Parameter file:\n"
+                "na_bringup/config/recorder.yaml.")
+
 
 def main(argv: list[str] | None = None) -> int:
-    rclpy.init(args=argv if argv is not None else sys.argv)
-    try:
-        node = RecorderNode()
-    except RecorderError as exc:
-        print(f"recorder: {exc}", file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        if node.core.recording:
-            report = node.core.stop(node.get_clock().now().nanoseconds, complete=False)
-            print("\n".join(report.lines()), file=sys.stderr)
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node("recorder", lambda: usage("recorder", HELP_SUMMARY, DEFAULTS, DESCRIPTIONS), RecorderNode,
+                    startup_errors=(RecorderError,), argv=argv)
 
 
 if __name__ == "__main__":

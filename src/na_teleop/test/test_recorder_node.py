@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import threading
 
 import pytest
 from rclpy.parameter import Parameter
@@ -21,37 +20,26 @@ def make_recorder(context, out_dir):
 
 
 @pytest.mark.node
-def test_recorder_node_records_an_episode(ros_context, wait_for, tmp_path) -> None:
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
+def test_recorder_node_records_an_episode(ros_graph, tmp_path) -> None:
     from std_msgs.msg import Bool
 
     from na_msgs.msg import ArmState, EpisodeInfo
     from na_msgs.srv import StartEpisode, StopEpisode
 
-    recorder = make_recorder(ros_context, tmp_path)
-    io = rclpy.create_node("recorder_io", context=ros_context)
+    ros_graph.spin_timeout = 0.02
+    recorder = ros_graph.add(make_recorder(ros_graph.context, tmp_path))
+    io = ros_graph.probe("recorder_io")
     state_pub = io.create_publisher(ArmState, "/follower/arm_state", 10)
     grasp_pub = io.create_publisher(Bool, "/episode/grasp", 10)
     start = io.create_client(StartEpisode, "/recorder/start")
     stop = io.create_client(StopEpisode, "/recorder/stop")
-    executor = SingleThreadedExecutor(context=ros_context)
-    executor.add_node(recorder)
-    executor.add_node(io)
-    spin = lambda: executor.spin_once(timeout_sec=0.02)  # noqa: E731
-    assert wait_for(lambda: state_pub.get_subscription_count() and grasp_pub.get_subscription_count(), 10.0, spin)
-
-    def call(client, request):
-        assert wait_for(client.service_is_ready, 5.0, spin)
-        future = client.call_async(request)
-        assert wait_for(future.done, 10.0, spin)
-        return future.result()
+    assert ros_graph.wait_for(lambda: state_pub.get_subscription_count() and grasp_pub.get_subscription_count(), 10.0)
 
     info = EpisodeInfo(task="go_up_stay", payload_grams=300.0, force_source="payload", condition="nominal",
                        operator_name="test")
-    started = call(start, StartEpisode.Request(info=info))
+    started = ros_graph.call(start, StartEpisode.Request(info=info))
     assert started.success, started.message
-    assert call(start, StartEpisode.Request(info=info)).success is False   # one at a time
+    assert ros_graph.call(start, StartEpisode.Request(info=info)).success is False   # one at a time
 
     sent = 0
 
@@ -60,10 +48,10 @@ def test_recorder_node_records_an_episode(ros_context, wait_for, tmp_path) -> No
         state_pub.publish(ArmState(role="follower", name=["joint1"], position=[0.01 * sent]))
         grasp_pub.publish(Bool(data=sent > 5))
         sent += 1
-        spin()
+        ros_graph.spin()
 
-    assert wait_for(lambda: recorder.core.stats["/follower/arm_state"].count >= 20, 10.0, publish)
-    stopped = call(stop, StopEpisode.Request())
+    assert ros_graph.wait_for(lambda: recorder.core.stats["/follower/arm_state"].count >= 20, 10.0, publish)
+    stopped = ros_graph.call(stop, StopEpisode.Request())
     assert stopped.success and stopped.message_count >= 40
     assert "/ft/wrench" in stopped.message                     # configured but never published
     with EpisodeReader(stopped.path) as reader:
@@ -71,75 +59,69 @@ def test_recorder_node_records_an_episode(ros_context, wait_for, tmp_path) -> No
         states = [m for topic, _, m in reader.messages("/follower/arm_state")]
         assert len(states) == recorder.core.stats["/follower/arm_state"].count
         assert states[3].position[0] == pytest.approx(0.03)
-    executor.shutdown()
-    recorder.destroy_node()
-    io.destroy_node()
+
+
+@pytest.mark.node
+def test_closing_the_node_ends_a_running_episode_as_incomplete(ros_graph, tmp_path) -> None:
+    from na_msgs.msg import EpisodeInfo
+    from na_msgs.srv import StartEpisode
+
+    recorder = ros_graph.add(make_recorder(ros_graph.context, tmp_path))
+    start = ros_graph.probe("recorder_io").create_client(StartEpisode, "/recorder/start")
+    started = ros_graph.call(start, StartEpisode.Request(info=EpisodeInfo(task="circle_cw")))
+    assert started.success and recorder.core.recording
+    ros_graph.close(recorder)
+    with EpisodeReader(started.path) as reader:
+        assert reader.metadata["complete"] is False and reader.metadata["task"] == "circle_cw"
 
 
 @pytest.mark.system
-def test_na_record_cli_starts_stops_and_quits(ros_context, wait_for, tmp_path) -> None:
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
+def test_na_record_cli_starts_stops_and_quits(ros_graph, wait_for, tmp_path) -> None:
     from std_msgs.msg import Bool
 
-    recorder = make_recorder(ros_context, tmp_path)
-    io = rclpy.create_node("cli_io", context=ros_context)
-    grasp_pub = io.create_publisher(Bool, "/episode/grasp", 10)
-    executor = SingleThreadedExecutor(context=ros_context)
-    executor.add_node(recorder)
-    executor.add_node(io)
-    stop_spinning = threading.Event()
-    spinner = threading.Thread(target=lambda: [executor.spin_once(0.02) for _ in iter(stop_spinning.is_set, True)])
-    spinner.start()
-    cli = subprocess.Popen(["na-record", "--task", "circle_cw", "--payload", "0", "--operator", "cli"],
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        cli.stdin.write("\n")
-        cli.stdin.flush()
-        assert wait_for(lambda: recorder.core.recording, 30.0)
-        assert wait_for(lambda: "/episode/grasp" in recorder.core.stats, 10.0)
-        for _ in range(10):
-            grasp_pub.publish(Bool(data=True))
-        assert wait_for(lambda: recorder.core.stats["/episode/grasp"].count >= 10, 10.0)
-        cli.stdin.write("\nq\n")
-        cli.stdin.flush()
-        output, _ = cli.communicate(timeout=30)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-        stop_spinning.set()
-        spinner.join()
+    ros_graph.spin_timeout = 0.02
+    recorder = ros_graph.add(make_recorder(ros_graph.context, tmp_path))
+    grasp_pub = ros_graph.probe("cli_io").create_publisher(Bool, "/episode/grasp", 10)
+    with ros_graph.spinning():          # the executor spins on a thread; the test only polls
+
+        cli = subprocess.Popen(["na-record", "--task", "circle_cw", "--payload", "0", "--operator", "cli"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            cli.stdin.write("\n")
+            cli.stdin.flush()
+            assert wait_for(lambda: recorder.core.recording, 30.0)
+            assert wait_for(lambda: "/episode/grasp" in recorder.core.stats, 10.0)
+            for _ in range(10):
+                grasp_pub.publish(Bool(data=True))
+            assert wait_for(lambda: recorder.core.stats["/episode/grasp"].count >= 10, 10.0)
+            cli.stdin.write("\nq\n")
+            cli.stdin.flush()
+            output, _ = cli.communicate(timeout=30)
+        finally:
+            if cli.poll() is None:
+                cli.kill()
     assert cli.returncode == 0, output
     assert "episode 000001" in output
     with EpisodeReader(tmp_path / "episode_000001") as reader:
         assert reader.metadata["task"] == "circle_cw" and reader.metadata["operator"] == "cli"
         assert reader.metadata["complete"] is True
-    executor.shutdown()
-    recorder.destroy_node()
-    io.destroy_node()
 
 
 @pytest.mark.node
-def test_na_record_notices_a_recorder_that_died(ros_context, wait_for, tmp_path) -> None:
-    from rclpy.executors import SingleThreadedExecutor
+def test_na_record_notices_a_recorder_that_died(ros_graph, wait_for, tmp_path) -> None:
+    import threading
 
-    recorder = make_recorder(ros_context, tmp_path)
-    executor = SingleThreadedExecutor(context=ros_context)
-    executor.add_node(recorder)
-    stop_spinning = threading.Event()
-    spinner = threading.Thread(target=lambda: [executor.spin_once(0.02) for _ in iter(stop_spinning.is_set, True)])
-    spinner.start()
+    ros_graph.spin_timeout = 0.02
+    recorder = ros_graph.add(make_recorder(ros_graph.context, tmp_path))
     cli = subprocess.Popen(["na-record", "--task", "circle_cw", "--payload", "0", "--timeout", "3"],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output_lines: list[str] = []
     try:
-        cli.stdin.write("\n")
-        cli.stdin.flush()
-        assert wait_for(lambda: recorder.core.recording, 30.0)
-    finally:
-        stop_spinning.set()                       # the recorder stops answering: no status, no services
-        spinner.join()
-    try:
-        output_lines: list[str] = []
+        with ros_graph.spinning():
+            cli.stdin.write("\n")
+            cli.stdin.flush()
+            assert wait_for(lambda: recorder.core.recording, 30.0)
+        # Not spinning any more: the recorder publishes no status and answers no service, as if it died.
         reader = threading.Thread(target=lambda: output_lines.extend(cli.stdout), daemon=True)
         reader.start()
         assert wait_for(lambda: any("said nothing" in line for line in output_lines), 20.0), output_lines
@@ -152,9 +134,6 @@ def test_na_record_notices_a_recorder_that_died(ros_context, wait_for, tmp_path)
             cli.kill()
     assert cli.returncode == 1, "".join(output_lines)
     assert not any("Traceback" in line for line in output_lines), "".join(output_lines)
-    executor.shutdown()
-    recorder.core.stop(0)
-    recorder.destroy_node()
 
 
 @pytest.mark.node

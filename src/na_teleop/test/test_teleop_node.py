@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -18,9 +16,7 @@ N = SPEC.n_motors
 class Harness:
     """The teleop node plus a peer node that plays both arm drivers and listens to the commands."""
 
-    def __init__(self, context, **params) -> None:
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.node import Node
+    def __init__(self, graph, **params) -> None:
         from rclpy.parameter import Parameter
         from std_srvs.srv import SetBool
 
@@ -30,25 +26,17 @@ class Harness:
         # No soft start and no step limit unless a test asks: the first command equals the leader.
         settings = {"soft_start_duration": 0.0, "stale_timeout": 0.1, "max_step_per_cycle": [10.0] * N, **params}
         overrides = [Parameter(k, value=v) for k, v in settings.items()]
-        self.teleop = TeleopNode(context=context, parameter_overrides=overrides)
-        self.peer = Node("fake_arms", context=context)
+        graph.spin_timeout = 0.005
+        self.graph = graph
+        self.teleop = graph.add(TeleopNode(context=graph.context, parameter_overrides=overrides))
+        self.peer = graph.probe("fake_arms")
         self.leader_pub = self.peer.create_publisher(ArmState, "/leader/arm_state", 10)
         self.follower_pub = self.peer.create_publisher(ArmState, "/follower/arm_state", 10)
         self.commands: list[JointCommand] = []
         self.peer.create_subscription(JointCommand, "/follower/command", self.commands.append, 10)
         self.enable_client = self.peer.create_client(SetBool, "/teleop/enable")
-        self.executor = SingleThreadedExecutor(context=context)
-        self.executor.add_node(self.teleop)
-        self.executor.add_node(self.peer)
         self.ArmState, self.SetBool = ArmState, SetBool
-
-    def spin(self) -> None:
-        self.executor.spin_once(timeout_sec=0.005)
-
-    def spin_for(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self.spin()
+        self.spin, self.spin_for = graph.spin, graph.spin_for
 
     def state(self, role: str, position, current=None):
         msg = self.ArmState(role=role, name=SPEC.joint_names, position=[float(x) for x in position])
@@ -60,25 +48,15 @@ class Harness:
         return (self.leader_pub.get_subscription_count() > 0 and self.follower_pub.get_subscription_count() > 0
                 and self.teleop.command_pub.get_subscription_count() > 0)
 
-    def close(self) -> None:
-        self.executor.shutdown()
-        self.teleop.destroy_node()
-        self.peer.destroy_node()
-
 
 @pytest.fixture
-def harness(ros_context, wait_for):
-    created: list[Harness] = []
-
+def harness(ros_graph):
     def make(**params) -> Harness:
-        h = Harness(ros_context, **params)
-        created.append(h)
-        assert wait_for(h.connected, 10.0, h.spin), "teleop and test peer did not discover each other"
+        h = Harness(ros_graph, **params)
+        assert ros_graph.wait_for(h.connected, 10.0), "teleop and test peer did not discover each other"
         return h
 
-    yield make
-    for h in created:
-        h.close()
+    return make
 
 
 def feed_until_command(h: Harness, wait_for, leader, follower=None, timeout: float = 5.0) -> bool:
@@ -118,6 +96,32 @@ def test_leader_messages_are_reordered_by_joint_name(harness, wait_for) -> None:
 
     assert wait_for(lambda: len(h.commands) > 0, 5.0, step)
     np.testing.assert_allclose(h.commands[-1].position, leader)
+
+
+@pytest.mark.parametrize(("names", "position", "reason"), [
+    (["joint1", "joint2", "joint3", "joint4", "wrist"], np.zeros(N), "unknown ['wrist']"),
+    (["joint1", "joint2", "joint3", "joint4"], np.zeros(4), "missing ['gripper']"),
+    (["joint1", "joint1", "joint3", "joint4", "gripper"], np.zeros(N), "duplicated ['joint1']"),
+    (["joint1", "joint2", "joint3", "joint4"], np.zeros(N), "position has 5 values for 4 joint names"),
+])
+def test_leader_messages_whose_names_do_not_match_are_refused(harness, wait_for, names, position, reason) -> None:
+    from rcl_interfaces.msg import Log
+
+    h = harness(warn_throttle_period=0.0)                           # log every refusal
+    refused: list[str] = []
+    h.peer.create_subscription(Log, "/rosout", lambda log: refused.append(log.msg) if log.name == "teleop"
+                               and log.level == Log.ERROR else None, 100)
+
+    def step() -> None:
+        msg = h.state("leader", position)
+        msg.name = names
+        h.follower_pub.publish(h.state("follower", np.zeros(N)))
+        h.leader_pub.publish(msg)
+        h.spin_for(0.01)
+
+    assert wait_for(lambda: len(refused) >= 3, 5.0, step)           # several arrived, each was refused
+    assert all(reason in m and m.startswith("leader ArmState ignored") for m in refused)
+    assert h.commands == []
 
 
 def test_stale_leader_stops_new_commands(harness, wait_for) -> None:
@@ -173,6 +177,7 @@ def test_overload_on_the_follower_holds(harness, wait_for) -> None:
 
 
 def test_invalid_parameter_is_a_clear_error(ros_context) -> None:
+    """A bad parameter names itself (the node process turns it into exit code 2 and one fatal line)."""
     from rclpy.parameter import Parameter
 
     from na_teleop.teleop_core import TeleopConfigError

@@ -1,0 +1,175 @@
+"""The node shell shared by every NeuralActuator executable: parameters, ``main``, stamps, diagnostics.
+
+The only module of na_common that imports rclpy. Nodes declare their parameters from a dict of
+defaults and a dict of descriptions (:func:`declare_and_read`), print them with ``--help``
+(:func:`usage`) and run through :func:`run_node` (init, spin, clean shutdown, exit codes).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import rclpy
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.exceptions import ParameterException
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+
+from na_common.diagnostics import Level
+from na_common.stamps import clock_ns_at, split_ns
+
+# Parameters every rclpy node declares itself (never reported as undeclared).
+_BUILTIN_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
+
+
+class ParameterError(ValueError):
+    """A parameter has the wrong type; the message names it."""
+
+
+# ---- parameters ------------------------------------------------------------------------------------
+def wants_help(argv: list[str]) -> bool:
+    """``-h``/``--help`` before any ``--ros-args``."""
+    user_args = argv[1: argv.index("--ros-args")] if "--ros-args" in argv else argv[1:]
+    return "-h" in user_args or "--help" in user_args
+
+
+def usage(executable: str, summary: str, defaults: Mapping[str, Any], descriptions: Mapping[str, str]) -> str:
+    """Help text of a node: what it does and every parameter with its default."""
+    lines = [f"usage: {executable} --ros-args [--params-file FILE] [-p NAME:=VALUE ...] [-r __ns:=/NAMESPACE]",
+             "", summary, "", "parameters (default):"]
+    width = max(map(len, defaults))
+    for name, default in defaults.items():
+        lines.append(f"  {name:<{width}}  {descriptions.get(name, '')} ({default!r})")
+    return "\n".join(lines)
+
+
+def declare_and_read(node: Node, defaults: Mapping[str, Any], descriptions: Mapping[str, str], *,
+                     typed: bool = True) -> dict[str, Any]:
+    """Declare every key of ``defaults`` with its description and read the values back.
+
+    A key declared before is only read (a node reads e.g. ``robot_spec`` first when the other defaults
+    depend on it). Parameters are declared with dynamic typing, so YAML ``100`` and ``100.0`` both work. ``typed``:
+    each value is then converted to its default's type (int -> float, whole float -> int, element-wise
+    in lists) and a value of another kind raises :class:`ParameterError` naming the parameter; without
+    it values come back as given, for a node whose config builder checks them itself.
+    """
+    undescribed = sorted(set(defaults) - set(descriptions))
+    if undescribed:
+        raise ValueError(f"parameters without a description: {', '.join(undescribed)}")
+    values = {}
+    for name, default in defaults.items():
+        if not node.has_parameter(name):
+            descriptor = ParameterDescriptor(description=descriptions[name], dynamic_typing=True)
+            node.declare_parameter(name, default, descriptor)
+        value = node.get_parameter(name).value
+        value = list(value) if isinstance(value, (list, tuple)) or hasattr(value, "tolist") else value
+        values[name] = _as_type_of(name, value, default) if typed else value
+    return values
+
+
+def _as_type_of(name: str, value: Any, default: Any) -> Any:
+    if isinstance(default, list):
+        if not isinstance(value, list):
+            raise ParameterError(f"parameter '{name}' must be a list like {default!r}, got {value!r}")
+        if not default:
+            return value
+        return [_as_type_of(f"{name}[{k}]", v, default[0]) for k, v in enumerate(value)]
+    kind = type(default)
+    if isinstance(value, kind) and (kind is not int or not isinstance(value, bool)):
+        return value
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ParameterError(f"parameter '{name}' must be {kind.__name__}, got {value!r}")
+
+
+def undeclared_overrides(node: Node) -> list[str]:
+    """Names given to the node (parameter file, ``-p``, overrides) that it never declared: ROS ignores
+    them silently, so the node can say so."""
+    given = getattr(node, "_parameter_overrides", {})      # rclpy keeps the overrides there (no public accessor)
+    return sorted(n for n in given if n not in _BUILTIN_PARAMETERS and not node.has_parameter(n))
+
+
+# ---- main ------------------------------------------------------------------------------------------
+def spin_until_shutdown(node: Node) -> int:
+    """The default spin of :func:`run_node`: until shutdown; exit code 0."""
+    rclpy.spin(node)
+    return 0
+
+
+def run_node(executable: str, help_text: Callable[[], str], make_node: Callable[[], Any],
+             spin: Callable[[Any], int] = spin_until_shutdown, startup_errors: tuple[type[BaseException], ...] = (),
+             argv: list[str] | None = None) -> int:
+    """The ``main`` of a node executable: ``--help``, init, spin, and always close the node and shut down.
+
+    Closing calls ``node.close()`` where the node has one, else ``destroy_node()``. Exit codes: what
+    ``spin`` returns; 2 for a start-up error (``startup_errors`` or a bad parameter, logged as fatal);
+    0 on SIGINT/SIGTERM; 1 for any other failure (logged).
+    """
+    argv = list(argv if argv is not None else sys.argv)
+    if wants_help(argv):
+        print(help_text())
+        return 0
+    rclpy.init(args=argv)
+    logger = rclpy.logging.get_logger(executable)
+    node = None
+    try:
+        node = make_node()
+        ignored = undeclared_overrides(node)
+        if ignored:
+            logger.warning(f"ignoring parameter(s) {executable} does not have: {', '.join(ignored)}")
+        return spin(node)
+    except (*startup_errors, ParameterError, ParameterException) as exc:
+        logger.fatal(str(exc) or f"{type(exc).__name__} during start-up")
+        return 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        return 0
+    except Exception as exc:
+        if not rclpy.ok():
+            return 0              # a signal shut the context down while the node was starting
+        logger.fatal(f"{executable} failed: {exc!r}")
+        return 1
+    finally:
+        if node is not None:
+            getattr(node, "close", node.destroy_node)()
+        rclpy.try_shutdown()
+
+
+# ---- stamps, logs, diagnostics -------------------------------------------------------------------------
+def stamp_at(node: Node, monotonic_stamp: float) -> Time:
+    """The node-clock stamp of an instant taken with ``time.monotonic()`` (e.g. a bus read's completion)."""
+    monotonic_now = time.monotonic()
+    sec, nanosec = split_ns(clock_ns_at(monotonic_stamp, monotonic_now, node.get_clock().now().nanoseconds))
+    return Time(sec=sec, nanosec=nanosec)
+
+
+def log_at(logger: Any, level: int, message: str) -> None:
+    """Log at the severity of a diagnostic level: OK as info, WARN as warning, ERROR and STALE as error."""
+    # rclpy binds a severity to each call site, hence one call per severity
+    if level == Level.OK:
+        logger.info(message)
+    elif level == Level.WARN:
+        logger.warning(message)
+    else:
+        logger.error(message)
+
+
+def diagnostic_status(name: str, hardware_id: str, level: int, message: str,
+                      values: Mapping[str, Any] | None = None) -> DiagnosticStatus:
+    """A ``DiagnosticStatus``; floats among ``values`` are written with three decimals, the rest with ``str``."""
+    pairs = [KeyValue(key=k, value=f"{v:.3f}" if isinstance(v, float) else str(v)) for k, v in (values or {}).items()]
+    return DiagnosticStatus(level=bytes([Level(level)]), name=name, message=message, hardware_id=hardware_id,
+                            values=pairs)
+
+
+def diagnostic_array(node: Node, statuses: list[DiagnosticStatus]) -> DiagnosticArray:
+    """Statuses stamped with the node's clock, ready for ``/diagnostics``."""
+    array = DiagnosticArray(status=statuses)
+    array.header.stamp = node.get_clock().now().to_msg()
+    return array
