@@ -11,18 +11,13 @@ manual is silent are listed in the package README ("Servo bus emulator").
 from __future__ import annotations
 
 import logging
-import os
-import select
-import threading
-import time
-import tty
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from na_description import xm430
 from na_sim import protocol2 as p2
 from na_sim.faults import DxlFaultInjector, DxlFaults
+from na_sim.pty_bus import PtyBus
 from na_sim.servo_registers import (
     ACCESS_ERROR,
     CRC_ERROR,
@@ -40,16 +35,11 @@ LOG = logging.getLogger(__name__)
 WriteHook = Callable[[ServoRegisters, int, bytes], None]
 ServoHook = Callable[[ServoRegisters], None]
 
-BITS_PER_BYTE_ON_WIRE = 10          # 8N1: start + 8 data + stop
-PARTIAL_PACKET_TIMEOUT_S = 0.02     # a packet incomplete this long is given up (resync)
-_POLL_S = 0.05                      # how often the bus thread looks at the stop flag
-_SPIN_BELOW_S = 2e-4                # sleeps shorter than this are spun for Return Delay accuracy
-
 # Status Return Level (address 68): which instructions get a status packet (e-manual).
 _ANSWERED_AT_LEVEL_1 = {p2.READ, p2.SYNC_READ, p2.BULK_READ, p2.FAST_SYNC_READ, p2.FAST_BULK_READ}
 
 
-class DxlBusEmulator:
+class DxlBusEmulator(PtyBus):
     """Serves a list of ``ServoRegisters`` on one pty; ``start()``/``stop()`` run its own thread.
 
     ``on_write(registers, address, data)`` is called after every successful write (Write,
@@ -63,60 +53,14 @@ class DxlBusEmulator:
                  answer_crc_errors: bool = True) -> None:
         if not servos:
             raise ValueError("a bus needs at least one servo")
-        if baud_rate <= 0:
-            raise ValueError(f"baud_rate must be positive, got {baud_rate}")
+        super().__init__(p2.PacketParser(), baud_rate=baud_rate, wire_time=wire_time, name="dxl-bus")
         self.servos = list(servos)
-        self.baud_rate = int(baud_rate)
-        self.wire_time = wire_time
         self.injector = faults if isinstance(faults, DxlFaultInjector) else DxlFaultInjector(faults)
         self.on_write = on_write
         self.on_reboot = on_reboot
         self.on_clear = on_clear
         self.answer_crc_errors = answer_crc_errors
-        self.stats: Counter = Counter()
-        self._parser = p2.PacketParser()
         self._registered: dict[int, tuple[int, bytes]] = {}   # id(servo) -> pending Reg Write
-        self._master_fd = -1
-        self._slave_fd = -1
-        self.port_path = ""
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._started_at = time.monotonic()
-        self._bus_free_at = 0.0               # perf_counter time the bus is idle again
-
-    # ---- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> DxlBusEmulator:
-        if self._thread is not None:
-            raise RuntimeError("emulator already started")
-        self._master_fd, self._slave_fd = os.openpty()
-        tty.setraw(self._slave_fd)
-        os.set_blocking(self._master_fd, False)
-        self.port_path = os.ttyname(self._slave_fd)
-        self._started_at = time.monotonic()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._serve, name=f"dxl-bus {self.port_path}", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-            self._thread = None
-        for fd in (self._master_fd, self._slave_fd):
-            if fd >= 0:
-                os.close(fd)
-        self._master_fd = self._slave_fd = -1
-
-    def __enter__(self) -> DxlBusEmulator:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def elapsed_s(self) -> float:
-        return time.monotonic() - self._started_at
 
     @property
     def fault_counters(self) -> dict[str, int]:
@@ -126,42 +70,12 @@ class DxlBusEmulator:
     def parser_crc_errors(self) -> int:
         return self._parser.crc_errors
 
-    # ---- bus thread ----------------------------------------------------------------------------
-    def _serve(self) -> None:
-        last_byte_at = time.monotonic()
-        while not self._stop.is_set():
-            ready, _, _ = select.select([self._master_fd], [], [], _POLL_S if not self._parser.pending
-                                        else PARTIAL_PACKET_TIMEOUT_S)
-            if not ready:
-                if self._parser.pending and time.monotonic() - last_byte_at > PARTIAL_PACKET_TIMEOUT_S:
-                    self.stats["resyncs"] += 1
-                    self._handle_all(self._parser.resync())
-                continue
-            try:
-                data = os.read(self._master_fd, 4096)
-            except (BlockingIOError, InterruptedError):
-                continue
-            except OSError:               # the pty went away (stop() from another thread)
-                return
-            last_byte_at = time.monotonic()
-            self._bus_free_at = max(self._bus_free_at, time.perf_counter())
-            self.stats["bytes_received"] += len(data)
-            self._handle_all(self._parser.feed(data))
-
-    def _handle_all(self, packets: list[p2.Packet]) -> None:
-        for packet in packets:
-            try:
-                self._handle(packet)
-            except Exception:   # a bug must not kill the bus: log it and keep serving
-                self.stats["internal_errors"] += 1
-                LOG.exception("servo bus emulator failed on packet %s", packet.raw.hex(" "))
-
+    # ---- dispatch ------------------------------------------------------------------------------
     def _handle(self, packet: p2.Packet) -> None:
         if packet.instruction == p2.STATUS:
             return                                # a status packet (ours, or another device's): not for us
         self.stats["packets"] += 1
-        if self.wire_time:      # the instruction's last byte arrives this much after its first
-            self._bus_free_at += self._wire_s(len(packet.raw))
+        self._instruction_received(len(packet.raw))
         self._apply_forced_trips()
         if not packet.crc_ok:
             self.stats["crc_errors"] += 1
@@ -417,52 +331,12 @@ class DxlBusEmulator:
         self._send(servo, p2.build_status(servo.servo_id, self._alert(servo) | error, params))
 
     def _send(self, servo: ServoRegisters, packet: bytes) -> None:
-        """Return delay, wire time and faults, then the bytes onto the pty.
-
-        Times are absolute deadlines on one bus clock (``_bus_free_at``: when the last byte on the
-        wire has arrived), so a late wake-up on a loaded machine does not add up over the five
-        replies of a Sync Read.
-        """
-        due = self._bus_free_at + servo.get("return_delay_time") * xm430.RETURN_DELAY_UNIT_S
-        if self.wire_time:
-            due += self._wire_s(len(packet))      # written when its last byte would have arrived
+        """Return delay, wire time and faults (deadlines on the bus clock, PtyBus), then the bytes onto the pty."""
+        due = self._reply_due(servo.get("return_delay_time") * xm430.RETURN_DELAY_UNIT_S, len(packet))
         if self.injector.drop_status():
             return
         due += self.injector.status_delay_s()
-        self._sleep_until(due)
-        self._bus_free_at = max(due, time.perf_counter())
-        self._write_all(self.injector.corrupt(packet))
-
-    def _wire_s(self, byte_count: int) -> float:
-        return byte_count * BITS_PER_BYTE_ON_WIRE / self.baud_rate
-
-    def _write_all(self, data: bytes) -> None:
-        view = memoryview(data)
-        deadline = time.monotonic() + 0.1
-        while view:
-            try:
-                written = os.write(self._master_fd, view)
-            except BlockingIOError:
-                if time.monotonic() > deadline:        # nobody reads the port: drop the reply
-                    self.stats["tx_overflow"] += 1
-                    return
-                time.sleep(0.001)
-                continue
-            except OSError:
-                return
-            view = view[written:]
-        self.stats["replies"] += 1
-
-    @staticmethod
-    def _sleep_until(deadline: float) -> None:
-        """Sleep until ``deadline`` (perf_counter) with ~10 µs accuracy: OS sleep, then a short spin."""
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            return
-        if remaining > _SPIN_BELOW_S:
-            time.sleep(remaining - _SPIN_BELOW_S)
-        while time.perf_counter() < deadline:
-            pass
+        self._transmit(self.injector.corrupt(packet), due)
 
 
 def _word(params: bytes, offset: int) -> int:
