@@ -1,4 +1,9 @@
-"""STS3215 control table, sign-magnitude encodings (checked against the Feetech SDK's own helpers) and units."""
+"""STS3215 control table, sign-magnitude encodings (checked against the Feetech SDK's own helpers) and units.
+
+Choices where the public sources disagree (na_description.sts3215): Baud Rate codes as Feetech's
+(6 = 57 600, not LeRobot's 5), Goal Time's sign in bit 10 as the vendor's SMS_STS layer (LeRobot
+says 11), Present Current signed in bit 15, Minimum Startup Force 2 bytes as LeRobot reads it.
+"""
 
 from __future__ import annotations
 
@@ -104,7 +109,7 @@ def test_datasheet_figures_of_the_12v_version() -> None:
     assert abs(sts3215.STALL_TORQUE_12V - 2.94) < 0.01                   # 30 kgf*cm
     assert sts3215.GEAR_RATIO == 345
     assert abs(sts3215.NO_LOAD_SPEED_12V_RPM / (60 / 0.222 / 6) - 1) < 0.01   # 0.222 s / 60 deg
-    assert sts3215.BAUD_RATES[0] == 1_000_000 and sts3215.BAUD_RATES[6] == 57_600
+    assert sts3215.BAUD_RATES[0] == 1_000_000 and sts3215.BAUD_RATES[5] == 76_800 and sts3215.BAUD_RATES[6] == 57_600
 
 
 def test_status_bits_match_the_sdk_error_bits() -> None:

@@ -34,7 +34,11 @@ injector's ``trip_error_bits`` as Status bits (use ``sts3215.STATUS_*``) and swi
 
 from __future__ import annotations
 
+import argparse
 import logging
+import signal
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
@@ -206,3 +210,28 @@ class StsBusEmulator(PtyBus):
             return
         due += self.injector.status_delay_s()
         self._transmit(self.injector.corrupt(packet), due)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m na_sim.sts_emulator --ids 1 2 3 4 5 6``: serve servos at rest on a pty until stdin
+    closes or SIGTERM/SIGINT; prints the port path on the first line (for Feetech tools and tests)."""
+    parser = argparse.ArgumentParser(prog="python -m na_sim.sts_emulator", description=main.__doc__)
+    parser.add_argument("--ids", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6], help="servo IDs (0..253)")
+    parser.add_argument("--wire-time", action="store_true", help="add 10 bit times per byte at 1 Mbps")
+    args = parser.parse_args(argv)
+    try:
+        servos = [StsServoRegisters(servo_id) for servo_id in args.ids]
+    except ValueError as exc:
+        parser.error(str(exc))
+    done = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: done.set())
+    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    with StsBusEmulator(servos, wire_time=args.wire_time) as bus:
+        print(bus.port_path, flush=True)
+        done.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,7 +10,7 @@ effect, but is lost at the next power cycle; a bad checksum gets no reply.
 from __future__ import annotations
 
 import importlib
-import multiprocessing as mp
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -386,26 +386,18 @@ def test_registers_reject_an_impossible_id():
 
 
 # ---- a separate emulator process, as the live rig runs it --------------------------------------
-def _serve_in_child(connection, ids: tuple[int, ...]) -> None:
-    servos = [StsServoRegisters(servo_id) for servo_id in ids]
-    for k, servo in enumerate(servos):
-        servo.set("present_position", 2048 + k)
-    with StsBusEmulator(servos, wire_time=True) as bus:
-        connection.send(bus.port_path)
-        connection.recv()                                      # until the parent is done
-
-
 @pytest.mark.system
 def test_sdk_against_an_emulator_process_at_the_so101_read_rate():
-    parent, child = mp.Pipe()
-    process = mp.get_context("spawn").Process(target=_serve_in_child, args=(child, SO101_IDS), daemon=True)
-    process.start()
+    command = [sys.executable, "-m", "na_sim.sts_emulator", "--ids", *map(str, SO101_IDS), "--wire-time"]
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        assert parent.poll(60.0), "emulator process did not start"
-        port = scs.PortHandler(parent.recv())
-        assert port.openPort() and port.setBaudRate(BAUD)
+        port = scs.PortHandler(process.stdout.readline().strip())
+        assert port.openPort() and port.setBaudRate(BAUD), "emulator process did not start"
         ph = scs.PacketHandler(0)
-        group = scs.GroupSyncRead(port, ph, sts3215.STATE_BLOCK_START, sts3215.STATE_BLOCK_LENGTH)
+        goal = REG["goal_position"].address
+        for servo_id in SO101_IDS:
+            assert ph.write2ByteTxRx(port, servo_id, goal, 2000 + servo_id) == (scs.COMM_SUCCESS, 0)
+        group = scs.GroupSyncRead(port, ph, REG["goal_position"].address, 2)
         for servo_id in SO101_IDS:
             group.addParam(servo_id)
         failures, start = 0, time.perf_counter()
@@ -413,11 +405,21 @@ def test_sdk_against_an_emulator_process_at_the_so101_read_rate():
             failures += group.txRxPacket() != scs.COMM_SUCCESS
         elapsed = (time.perf_counter() - start) / 100
         assert failures == 0
-        assert [group.getData(i, 56, 2) for i in SO101_IDS] == [2048 + k for k in range(6)]
-        assert elapsed < 1 / 60                                # well inside a 60 Hz frame
+        assert [group.getData(i, REG["goal_position"].address, 2) for i in SO101_IDS] == [2000 + i for i in SO101_IDS]
+        assert elapsed < 1 / 30                                # well inside one 30 fps frame
         port.closePort()
     finally:
-        parent.send("stop")
-        process.join(timeout=10)
-        if process.is_alive():
-            process.kill()
+        process.stdin.close()
+        try:
+            assert process.wait(timeout=10) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+
+
+def test_command_line_rejects_a_bad_id(capsys):
+    from na_sim.sts_emulator import main
+
+    with pytest.raises(SystemExit):
+        main(["--ids", "1", "300"])
+    assert "servo id must be 0..253, got 300" in capsys.readouterr().err
