@@ -26,8 +26,9 @@ Firmware model (Feetech publishes no control law; the scalings are ours and mark
   below it or torque goes off. |current| >= Protection Current (28) for Over-current Protection
   Time (38) -> Over-current bit; temperature above Max Temperature -> Overheat bit; input
   voltage outside the limits -> Voltage bit. A bit in Unloading Condition (19) makes that error
-  switch torque off (Torque Enable reads 0). Bits set from outside (fault injection: angle
-  sensor) stay until a power cycle clears the Status register.
+  switch torque off (Torque Enable reads 0); the bit then stays in Status until Torque Enable is
+  written 1 again (assumed). Bits set from outside (fault injection: angle sensor) stay until a
+  power cycle clears the Status register.
 * Moving (66): the profile is still running or |speed| > 50 steps/s per unit of Moving Velocity
   Threshold (80) (assumed unit).
 """
@@ -113,6 +114,7 @@ class StsServoBank(ServoBank):
         self._written_status = np.zeros(self.n, dtype=np.int64)
         self.external_bits = np.zeros(self.n, dtype=np.int64)
         self._trip = np.zeros(self.n, dtype=bool)
+        self.unloaded_bits = np.zeros(self.n, dtype=np.int64)     # errors that switched torque off
         self.load_table(default_table(self.n))
 
     def reset(self, temperature: np.ndarray | float | None = None, theta: np.ndarray | None = None) -> None:
@@ -153,6 +155,8 @@ class StsServoBank(ServoBank):
             self.overload_time = np.where(power_cycled, 0.0, self.overload_time)
             self._written_status = np.where(power_cycled, 0, self._written_status)
         self._register_torque = _field(t, "torque_enable")
+        self.unloaded_bits = np.where(power_cycled | (self._register_torque == sts3215.TORQUE_ON), 0,
+                                      self.unloaded_bits)
         self._switch_torque(self._register_torque == sts3215.TORQUE_ON)
         self.mode = np.vectorize(lambda m: _MODES.get(int(m), MODE_POSITION), otypes=[np.int64])(
             _field(t, "operating_mode"))
@@ -240,7 +244,7 @@ class StsServoBank(ServoBank):
             block[:, offset + 1] = words >> 8
         block[:, 6] = volts
         block[:, 7] = temperature
-        block[:, 9] = (self.error_status | self.external_bits) & 0x7F
+        block[:, 9] = (self.error_status | self.external_bits | self.unloaded_bits) & 0x7F
         block[:, 10] = moving
         return block
 
@@ -295,6 +299,8 @@ class StsServoBank(ServoBank):
         self.error_status = bits.astype(np.int64)
         unload = ((bits | self.external_bits) & enabled & _UNLOADING_ERRORS) != 0
         if np.any(unload & self.torque_on):
+            self.unloaded_bits = np.where(unload & self.torque_on, (bits | self.external_bits) & enabled,
+                                          self.unloaded_bits)
             self._trip |= unload & self.torque_on
             self.torque_on = self.torque_on & ~unload
             self.was_on = self.torque_on.copy()

@@ -178,6 +178,30 @@ def test_overheat_unloads_and_a_power_cycle_clears_injected_bits():
     assert regs.get("status") == 0                          # default limit 70 degC, bits cleared
 
 
+def test_over_current_unloads_and_a_high_supply_only_reports():
+    bank, registers = bank_with_registers()
+    regs = registers[0]
+    write(regs, "protection_current", 100)                  # 0.65 A
+    write(regs, "over_current_protection_time", 10)         # 0.1 s
+    write(regs, "goal_position", 2048 + 200)                # blocked shaft, full duty: 2.7 A
+    write(regs, "torque_enable", 1)
+    run(bank, registers, 0.05)
+    assert regs.get("status") == 0 and regs.get("torque_enable") == 1
+    run(bank, registers, 0.1)
+    assert regs.get("status") == sts3215.STATUS_OVERCURRENT  # kept while unloaded
+    assert regs.get("torque_enable") == 0                   # Unloading Condition has the over-current bit
+    write(regs, "goal_position", 2048)
+    write(regs, "torque_enable", 1)                         # switched on again: cleared
+    run(bank, registers, 0.05)
+    assert regs.get("status") == 0 and regs.get("torque_enable") == 1
+    high, high_regs = bank_with_registers(voltage=15.0)     # above Max Voltage 14.0 V
+    write(high_regs[0], "torque_enable", 1)
+    run(high, high_regs, 0.05)
+    assert high_regs[0].get("status") == sts3215.STATUS_VOLTAGE
+    assert high_regs[0].get("torque_enable") == 1           # not in the default Unloading Condition
+    assert high_regs[0].get("present_voltage") == pytest.approx(150, abs=1)
+
+
 def test_homing_offset_and_single_turn_wrap():
     bank, registers = bank_with_registers()
     regs = registers[0]
