@@ -99,7 +99,7 @@ if stamp_ok pydeps "$h"; then
 else
   step "installing Python dependencies (requirements.txt)"
   "${PIP[@]}" -r requirements.txt 2>&1 | grep -v '^WARNING: Location' || true
-  "$PY" -c 'import numpy, jax, flax, mujoco, onnxruntime, rosbags, dynamixel_sdk' \
+  "$PY" -c 'import numpy, jax, flax, mujoco, onnxruntime, rosbags, dynamixel_sdk, scservo_sdk' \
     || die "a pinned Python dependency does not import"
   stamp_set pydeps "$h"
 fi

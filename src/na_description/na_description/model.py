@@ -8,14 +8,15 @@ import numpy as np
 from na_description.spec import RobotSpec, load_spec
 
 
-def load_model(spec: RobotSpec | None = None, *, contacts: bool = True, constraints: bool = True,
+def load_model(spec: RobotSpec | str | None = None, *, contacts: bool = True, constraints: bool = True,
                joint_limits: bool = True) -> mujoco.MjModel:
     """Compile the spec's MJCF and apply its joint limits and effort bounds.
 
+    ``spec`` is a RobotSpec, a shipped robot's name (``so101``) or None (the OpenManipulator-X).
     ``contacts=False`` and ``constraints=False`` switch off contact handling and the whole
     constraint solver (joint limits, friction loss), as needed for MJX reverse-mode gradients.
     """
-    spec = spec or load_spec()
+    spec = spec if isinstance(spec, RobotSpec) else load_spec(spec)
     model = mujoco.MjModel.from_xml_path(str(spec.mjcf_path))
     for joint in spec.joints:
         jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, joint.name)
@@ -54,8 +55,8 @@ class Kinematics:
     a shorter vector sets only the leading (arm) joints.
     """
 
-    def __init__(self, spec: RobotSpec | None = None) -> None:
-        self.spec = spec or load_spec()
+    def __init__(self, spec: RobotSpec | str | None = None) -> None:
+        self.spec = spec if isinstance(spec, RobotSpec) else load_spec(spec)
         self.model = load_model(self.spec)
         self.data = mujoco.MjData(self.model)
         self._qpos_idx = joint_qpos_indices(self.model, self.spec.joint_names)

@@ -177,10 +177,27 @@ def _require(mapping: dict, key: str, where: str):
     return mapping[key]
 
 
+def shipped_robots() -> list[str]:
+    """Names of the robots whose spec ships in ``robots/`` (``load_spec(name)``)."""
+    return sorted(p.stem for p in ROBOTS_DIR.glob("*.yaml"))
+
+
+def _spec_path(robot: str | Path | None) -> Path:
+    """A spec YAML path, or the file of a shipped robot named ``robot`` (a bare name like ``so101``)."""
+    if robot is None:
+        return ROBOTS_DIR / f"{DEFAULT_ROBOT}.yaml"
+    path = Path(robot)
+    if path.suffix or len(path.parts) != 1:
+        return path
+    if robot not in shipped_robots():
+        raise SpecError(f"unknown robot {str(robot)!r} (shipped: {', '.join(shipped_robots())})")
+    return ROBOTS_DIR / f"{robot}.yaml"
+
+
 @lru_cache(maxsize=8)
 def load_spec(path: str | Path | None = None) -> RobotSpec:
-    """Load a robot spec YAML (default: the OpenManipulator-X shipped with this package)."""
-    spec_path = Path(path) if path is not None else ROBOTS_DIR / f"{DEFAULT_ROBOT}.yaml"
+    """Load a robot spec: a YAML path or a shipped robot's name (``so101``); default the OpenManipulator-X."""
+    spec_path = _spec_path(path)
     if not spec_path.is_file():
         raise SpecError(f"robot spec not found: {spec_path}")
     raw = yaml.safe_load(spec_path.read_text())

@@ -11,6 +11,10 @@ on pulses with KPP = P/128, KPI = I/65536, KPD = D/16 per firmware control perio
 PWM units (885 = 100 % duty), limited by PWM Limit; in current-based position mode the same
 output is a current in 2.69 mA units limited by Goal Current. Every constant of the motor,
 gearbox, friction and heat model lives in ``na_sim/config/servo_xm430.yaml``.
+
+Servo families: the YAML's top-level ``family`` (default ``xm430``) picks the firmware and control
+table around the same motor, gearbox and heat model; :func:`make_servo_bank` builds the bank of
+that family (``sts3215``: :class:`na_sim.sts_servo_model.StsServoBank`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ VELOCITY_UNIT_RAD_S = xm430.VELOCITY_UNIT_RPM * TWO_PI / 60.0
 PROFILE_ACCEL_UNIT_RAD_S2 = xm430.PROFILE_ACCEL_UNIT_RPM2 * TWO_PI / 3600.0
 
 MODE_CURRENT, MODE_VELOCITY, MODE_POSITION, MODE_EXTENDED, MODE_CURRENT_POSITION, MODE_PWM = 0, 1, 3, 4, 5, 16
+SERVO_FAMILIES = ("xm430", "sts3215")
 
 # numpy view of the 256-byte control table: one record per servo, one field per register.
 CONTROL_TABLE_DTYPE = np.dtype({
@@ -105,6 +110,7 @@ class ServoParams:
     position_noise_pulses: np.ndarray
     voltage_noise_v: np.ndarray
     temperature_noise_c: np.ndarray
+    family: str = "xm430"              # servo family: which firmware and control table (make_servo_bank)
 
     @property
     def n(self) -> int:
@@ -129,12 +135,15 @@ class ServoParams:
         except yaml.YAMLError as exc:
             raise RigConfigError(f"{path}: not valid YAML: {exc}") from exc
         spread = raw.pop("spread", {}) or {}
+        family = str(raw.pop("family", "xm430"))
+        if family not in SERVO_FAMILIES:
+            raise RigConfigError(f"{path}: unknown servo family {family!r} (known: {', '.join(SERVO_FAMILIES)})")
         flat: dict[str, float] = {}
         for section, values in raw.items():
             if not isinstance(values, dict):
                 raise RigConfigError(f"{path}: section {section!r} must be a mapping")
             flat.update(values)
-        names = {f.name for f in fields(cls)}
+        names = {f.name for f in fields(cls)} - {"family"}
         missing, unknown = names - flat.keys(), (flat.keys() | spread.keys()) - names
         if missing or unknown:
             raise RigConfigError(f"{path}: missing keys {sorted(missing)}, unknown keys {sorted(unknown)}")
@@ -152,7 +161,7 @@ class ServoParams:
             arrays["current_offset_a"] = np.zeros(n_servos)
         arrays["efficiency_forward"] = np.minimum(arrays["efficiency_forward"], 0.98)
         arrays["efficiency_backward"] = np.minimum(arrays["efficiency_backward"], 0.98)
-        params = cls(**arrays)
+        params = cls(**arrays, family=family)
         if np.any(params.resistance_ohm <= 0) or np.any(params.torque_constant_nm_a <= 0):
             raise RigConfigError(f"{path}: resistance and torque constant must be positive")
         return params
@@ -189,6 +198,8 @@ class ServoBank:
     """
 
     HOUSEKEEPING_PERIOD_S = 0.01   # assumed period of the firmware's thermal/overload/voltage checks
+    GEAR_RATIO = xm430.GEAR_RATIO
+    DUTY_FULL_SCALE = xm430.PWM_FULL_SCALE   # firmware output units at 100 % duty
 
     def __init__(self, params: ServoParams, bus: SupplyBus, rng: np.random.Generator,
                  ambient_temperature: float = 25.0) -> None:
@@ -198,7 +209,7 @@ class ServoBank:
         self.ambient = float(ambient_temperature)
         n = params.n
         self.n = n
-        self.gear_ratio = xm430.GEAR_RATIO
+        self.gear_ratio = self.GEAR_RATIO
         self._joule_energy = np.zeros(n)
         self._housekeeping_elapsed = 0.0
         # Constants derived once from the parameters (keeps the per-step work small).
@@ -287,7 +298,7 @@ class ServoBank:
         self._any_pwm_mode = bool(self._pwm_mode.any())
         self._any_current_mode = bool(self._current_mode_mask.any())
         self._any_profile = bool(np.any(self.profile_velocity > 0))
-        self._integrator_bound = np.where(self.ki > 0, xm430.PWM_FULL_SCALE / np.maximum(self.ki, 1e-12), 0.0)
+        self._integrator_bound = np.where(self.ki > 0, self.DUTY_FULL_SCALE / np.maximum(self.ki, 1e-12), 0.0)
         self._any_integral = bool(np.any(self.ki > 0))
         self._kd_tick = self.kd * self.p.control_period_s           # D term per pulse/s of speed
         self._pulse_scale = self.direction * PULSES_PER_RAD          # shaft rad -> register pulses
@@ -322,16 +333,7 @@ class ServoBank:
         if np.any(rebooted):
             self.overload_time[rebooted] = 0.0
         self.error_status = np.where(rebooted, 0, self.error_status) | self.error_latched
-        torque_on = (self._register_torque != 0) & (self.error_latched == 0)
-        switched_on = torque_on & ~self.was_on
-        if np.any(switched_on):     # profile starts from where the servo is; integrators cleared
-            # (new arrays, never in place: trajectory_position may be the goal array itself)
-            self.trajectory_position = np.where(switched_on, self.position_pulses, self.trajectory_position)
-            self.trajectory_velocity = np.where(switched_on, 0.0, self.trajectory_velocity)
-            self.integrator = np.where(switched_on, 0.0, self.integrator)
-            self.velocity_error_integrator = np.where(switched_on, 0.0, self.velocity_error_integrator)
-        self.torque_on = torque_on
-        self.was_on = torque_on.copy()
+        self._switch_torque((self._register_torque != 0) & (self.error_latched == 0))
         self.mode = t["operating_mode"].astype(np.int64)
         self.direction = np.where(t["drive_mode"] & 1, -1.0, 1.0)
         self.homing = t["homing_offset"].astype(float)
@@ -351,6 +353,18 @@ class ServoBank:
         self.shutdown_mask = t["shutdown"].astype(np.int64)
         self.moving_threshold = t["moving_threshold"].astype(float)
         self._load_goals(t)
+
+    def _switch_torque(self, torque_on: np.ndarray) -> None:
+        """Torque on/off from the registers; a servo switched on starts its profile where it is, integrators cleared."""
+        switched_on = torque_on & ~self.was_on
+        if np.any(switched_on):
+            # (new arrays, never in place: trajectory_position may be the goal array itself)
+            self.trajectory_position = np.where(switched_on, self.position_pulses, self.trajectory_position)
+            self.trajectory_velocity = np.where(switched_on, 0.0, self.trajectory_velocity)
+            self.integrator = np.where(switched_on, 0.0, self.integrator)
+            self.velocity_error_integrator = np.where(switched_on, 0.0, self.velocity_error_integrator)
+        self.torque_on = torque_on
+        self.was_on = torque_on.copy()
 
     def _load_goals(self, t: np.ndarray) -> None:
         """Goal PWM / Current / Velocity / Position and the profile (addresses 100-119)."""
@@ -475,17 +489,17 @@ class ServoBank:
         if self._any_velocity_mode:   # Velocity mode: PI on velocity units
             velocity_error = self.goal_velocity - self.velocity_pulses * (1.0 / (PULSES_PER_RAD * VELOCITY_UNIT_RAD_S))
             integral = self.velocity_error_integrator + velocity_error * (dt / tick)
-            bound = xm430.PWM_FULL_SCALE / np.maximum(self.kvi, 1e-12)      # anti-windup as above
+            bound = self.DUTY_FULL_SCALE / np.maximum(self.kvi, 1e-12)      # anti-windup as above
             self.velocity_error_integrator = np.minimum(np.maximum(integral, -bound), bound)
             velocity_pi = self.kvp * velocity_error + self.kvi * self.velocity_error_integrator
             duty_units = np.where(self._velocity_mode, velocity_pi, duty_units)
         if self._any_pwm_mode:
-            duty_units = np.where(self._pwm_mode, self.goal_pwm * xm430.PWM_FULL_SCALE, duty_units)
+            duty_units = np.where(self._pwm_mode, self.goal_pwm * self.DUTY_FULL_SCALE, duty_units)
         if self._any_current_mode:
             limit = np.abs(self.goal_current)
             pid_current = np.minimum(np.maximum(pid * xm430.CURRENT_UNIT_A, -limit), limit)
             self._current_target = np.where(self._current_position_mode, pid_current, self.goal_current)
-        duty = duty_units * (1.0 / xm430.PWM_FULL_SCALE)
+        duty = duty_units * (1.0 / self.DUTY_FULL_SCALE)
         return np.minimum(np.maximum(duty, -self.pwm_limit), self.pwm_limit)
 
     def _update_temperature_terms(self) -> None:
@@ -611,19 +625,33 @@ class ServoBank:
                 self.torque_on = self.torque_on & ~tripped
                 self.was_on = self.torque_on.copy()
 
+    def bench_full_duty(self) -> None:
+        """Datasheet bench set-up: torque on, open-loop full PWM, protections out of the way."""
+        table = np.zeros(self.n, dtype=CONTROL_TABLE_DTYPE)
+        for register in xm430.CONTROL_TABLE:
+            table[register.name] = register.default
+        table["operating_mode"] = MODE_PWM
+        table["goal_pwm"] = xm430.PWM_FULL_SCALE
+        table["torque_enable"] = 1
+        table["temperature_limit"] = 100
+        table["shutdown"] = 0
+        self.load_table(table)
+
+
+def make_servo_bank(params: ServoParams, bus: SupplyBus, rng: np.random.Generator,
+                    ambient_temperature: float = 25.0) -> ServoBank:
+    """The bank of ``params.family``: :class:`ServoBank` (XM430) or the STS3215's firmware and table."""
+    if params.family == "sts3215":
+        from na_sim.sts_servo_model import StsServoBank  # imported here: it imports this module
+
+        return StsServoBank(params, bus, rng, ambient_temperature)
+    return ServoBank(params, bus, rng, ambient_temperature)
+
 
 # ---- bench characterisation (datasheet checks) ------------------------------------------------
 def _bench_bank(params: ServoParams, voltage: float, rng_seed: int = 0) -> ServoBank:
-    bank = ServoBank(params, SupplyBus(voltage, source_resistance=0.0), np.random.default_rng(rng_seed))
-    table = np.zeros(params.n, dtype=CONTROL_TABLE_DTYPE)
-    for register in xm430.CONTROL_TABLE:
-        table[register.name] = register.default
-    table["operating_mode"] = MODE_PWM
-    table["goal_pwm"] = xm430.PWM_FULL_SCALE
-    table["torque_enable"] = 1
-    table["temperature_limit"] = 100
-    table["shutdown"] = 0
-    bank.load_table(table)
+    bank = make_servo_bank(params, SupplyBus(voltage, source_resistance=0.0), np.random.default_rng(rng_seed))
+    bank.bench_full_duty()
     return bank
 
 
