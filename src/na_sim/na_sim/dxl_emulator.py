@@ -6,6 +6,13 @@ like a U2D2 serial port. The bus thread parses instruction packets, lets every a
 Level, Return Delay Time (real time) and, optionally, the wire time of every byte at the baud
 rate. Behaviour follows the ROBOTIS e-manual, Protocol 2.0 (FACTS §2); choices where the
 manual is silent are listed in the package README ("Servo bus emulator").
+
+The emulator is also each servo's clock: Realtime Tick (address 120, ms, wraps at 32767) is set
+from the emulator's monotonic clock, with a per-servo phase, whenever a servo serves a read. It
+runs the Bus Watchdog of every servo (``ServoRegisters.check_watchdog``) between packets.
+Fast Sync/Bulk Read are answered only by servos whose firmware has them (``firmware_version``).
+``on_read(registers)`` runs under the servo's lock right before a read is served: tests use it
+to make registers move on every read (``na_sim.moving_truth``).
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ ServoHook = Callable[[ServoRegisters], None]
 BITS_PER_BYTE_ON_WIRE = 10          # 8N1: start + 8 data + stop
 PARTIAL_PACKET_TIMEOUT_S = 0.02     # a packet incomplete this long is given up (resync)
 _POLL_S = 0.05                      # how often the bus thread looks at the stop flag
+_WATCHDOG_POLL_S = 0.001            # bus-thread wake-up granularity while a Bus Watchdog is running
+TICK_WRAP = 32768                   # Realtime Tick counts 0 .. 32767 ms (e-manual)
 _SPIN_BELOW_S = 2e-4                # sleeps shorter than this are spun for Return Delay accuracy
 
 # Status Return Level (address 68): which instructions get a status packet (e-manual).
@@ -60,7 +69,7 @@ class DxlBusEmulator:
     def __init__(self, servos: Sequence[ServoRegisters], *, baud_rate: int = 1_000_000, wire_time: bool = False,
                  faults: DxlFaults | DxlFaultInjector | None = None, on_write: WriteHook | None = None,
                  on_reboot: ServoHook | None = None, on_clear: ServoHook | None = None,
-                 answer_crc_errors: bool = True) -> None:
+                 on_read: ServoHook | None = None, answer_crc_errors: bool = True) -> None:
         if not servos:
             raise ValueError("a bus needs at least one servo")
         if baud_rate <= 0:
@@ -72,6 +81,7 @@ class DxlBusEmulator:
         self.on_write = on_write
         self.on_reboot = on_reboot
         self.on_clear = on_clear
+        self.on_read = on_read
         self.answer_crc_errors = answer_crc_errors
         self.stats: Counter = Counter()
         self._parser = p2.PacketParser()
@@ -83,6 +93,9 @@ class DxlBusEmulator:
         self._stop = threading.Event()
         self._started_at = time.monotonic()
         self._bus_free_at = 0.0               # perf_counter time the bus is idle again
+        self._late: list[tuple[float, ServoRegisters, bytes]] = []   # held-back replies: (not before, servo, packet)
+        # Each servo's own clock: a fixed phase so that two servos' ticks differ, as on a real bus.
+        self._tick_phase_ms = {id(s): (s.servo_id * 7919) % TICK_WRAP for s in self.servos}
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> DxlBusEmulator:
@@ -130,8 +143,11 @@ class DxlBusEmulator:
     def _serve(self) -> None:
         last_byte_at = time.monotonic()
         while not self._stop.is_set():
-            ready, _, _ = select.select([self._master_fd], [], [], _POLL_S if not self._parser.pending
-                                        else PARTIAL_PACKET_TIMEOUT_S)
+            timeout = _POLL_S if not self._parser.pending else PARTIAL_PACKET_TIMEOUT_S
+            if self._watchdog_running():
+                timeout = min(timeout, _WATCHDOG_POLL_S)
+            ready, _, _ = select.select([self._master_fd], [], [], timeout)
+            self._check_watchdogs()
             if not ready:
                 if self._parser.pending and time.monotonic() - last_byte_at > PARTIAL_PACKET_TIMEOUT_S:
                     self.stats["resyncs"] += 1
@@ -162,11 +178,15 @@ class DxlBusEmulator:
         self.stats["packets"] += 1
         if self.wire_time:      # the instruction's last byte arrives this much after its first
             self._bus_free_at += self._wire_s(len(packet.raw))
+        self._release_late_replies()
         self._apply_forced_trips()
         if not packet.crc_ok:
             self.stats["crc_errors"] += 1
             self._answer_crc_error(packet)
             return
+        now = time.monotonic()
+        for servo in self._targets(packet):
+            servo.instruction_received(now)
         self.stats[p2.INSTRUCTION_NAMES.get(packet.instruction, "unknown")] += 1
         handler = self._HANDLERS.get(packet.instruction)
         if handler is None:
@@ -296,10 +316,10 @@ class DxlBusEmulator:
         entries, first = [], None
         for servo_id, address, length in requests:
             for servo in self._servos_with_id(servo_id):
-                if self._silent(servo, instruction):
-                    continue
+                if self._silent(servo, instruction) or not servo.answers_fast_sync_read:
+                    continue        # older firmware does not know the instruction (broadcast: no answer)
                 try:
-                    entries.append((self._alert(servo), servo_id, servo.read(address, length)))
+                    entries.append((self._alert(servo), servo_id, self._sample_and_read(servo, address, length)))
                 except ProtocolError as exc:
                     entries.append((self._alert(servo) | exc.code, servo_id, bytes(length)))
                 first = first or servo
@@ -341,6 +361,48 @@ class DxlBusEmulator:
     def _servos_with_id(self, servo_id: int) -> list[ServoRegisters]:
         """Servos answering to ``servo_id``, stalled ones removed (a stalled servo neither acts nor answers)."""
         return [s for s in self.servos if s.servo_id == servo_id and not self._stalled(s)]
+
+    def _targets(self, packet: p2.Packet) -> list[ServoRegisters]:
+        """Live servos an instruction is for, Sync/Bulk lists included (what restarts their Bus Watchdog)."""
+        if not packet.is_broadcast:
+            return self._servos_with_id(packet.servo_id)
+        params, ids = packet.params, None
+        if packet.instruction in (p2.SYNC_READ, p2.FAST_SYNC_READ):
+            ids = set(params[4:])
+        elif packet.instruction == p2.SYNC_WRITE and len(params) >= 4 and _word(params, 2):
+            ids = set(params[4::_word(params, 2) + 1])
+        elif packet.instruction in (p2.BULK_READ, p2.FAST_BULK_READ):
+            ids = {entry[0] for entry in _bulk_read_entries(params)}
+        elif packet.instruction == p2.BULK_WRITE:
+            ids, offset = set(), 0
+            while offset + 5 <= len(params):
+                ids.add(params[offset])
+                offset += 5 + _word(params, offset + 3)
+        live = self._addressed(packet)
+        return live if ids is None else [s for s in live if s.servo_id in ids]
+
+    def _watchdog_running(self) -> bool:
+        return any(s.watchdog_deadline() is not None for s in self.servos)
+
+    def _check_watchdogs(self) -> None:
+        now = time.monotonic()
+        for servo in self.servos:
+            if servo.check_watchdog(now):
+                self.stats["watchdog_expired"] += 1
+                LOG.info("servo %d: Bus Watchdog expired, holding", servo.servo_id)
+
+    def _sample_and_read(self, servo: ServoRegisters, address: int, length: int) -> bytes:
+        """What a read returns: the servo's clock into Realtime Tick, the ``on_read`` hook, then the bytes."""
+        with servo.lock:
+            elapsed_ms = (time.monotonic() - self._started_at) * 1000.0
+            servo.set("realtime_tick", int(elapsed_ms + self._tick_phase_ms.get(id(servo), 0)) % TICK_WRAP)
+            if self.on_read is not None:
+                try:
+                    self.on_read(servo)
+                except Exception:
+                    self.stats["hook_errors"] += 1
+                    LOG.exception("on_read hook failed")
+            return servo.read(address, length)
 
     def _addressed(self, packet: p2.Packet) -> list[ServoRegisters]:
         """Servos an instruction is for (all live ones for the broadcast ID)."""
@@ -404,7 +466,7 @@ class DxlBusEmulator:
 
     def _reply_read(self, servo: ServoRegisters, instruction: int, address: int, length: int) -> None:
         try:
-            data = servo.read(address, length)
+            data = self._sample_and_read(servo, address, length)
         except ProtocolError as exc:
             self._reply(servo, instruction, exc.code)
             return
@@ -428,10 +490,29 @@ class DxlBusEmulator:
             due += self._wire_s(len(packet))      # written when its last byte would have arrived
         if self.injector.drop_status():
             return
-        due += self.injector.status_delay_s()
+        if self.injector.delay_status():
+            # A late reply: held back, then sent inside a later transaction (see _release_late_replies).
+            self._late.append((time.monotonic() + self.injector.faults.delay_status_s, servo, packet))
+            return
         self._sleep_until(due)
         self._bus_free_at = max(due, time.perf_counter())
         self._write_all(self.injector.corrupt(packet))
+
+    def _release_late_replies(self) -> None:
+        """An instruction packet just arrived: held-back replies that are due go out first, before its answers."""
+        if not self._late:
+            return
+        now, keep = time.monotonic(), []
+        for not_before, servo, packet in self._late:
+            if now < not_before:
+                keep.append((not_before, servo, packet))
+                continue
+            if self.wire_time:
+                self._bus_free_at += self._wire_s(len(packet))
+            self._sleep_until(self._bus_free_at)
+            self._write_all(self.injector.corrupt(packet))
+            self.stats["late_replies"] += 1
+        self._late = keep
 
     def _wire_s(self, byte_count: int) -> float:
         return byte_count * BITS_PER_BYTE_ON_WIRE / self.baud_rate
