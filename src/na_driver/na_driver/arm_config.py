@@ -49,6 +49,7 @@ class ArmConfig:
     reopen_interval: float                 # s between attempts to reopen a lost port
     frame_id: str
     robot_spec: RobotSpec
+    bus_watchdog_ms: float = 100.0         # follower: servos stop on their own this long after the host's last packet
 
     @property
     def period(self) -> float:
@@ -108,6 +109,7 @@ def default_parameters(spec: RobotSpec | None = None) -> dict[str, Any]:
         "reply_timeout": 0.0,
         "reopen_interval": 1.0,
         "frame_id": spec.base_frame,
+        "bus_watchdog_ms": 100.0,                # 5 units of 20 ms; 0 = off (e-manual, Bus Watchdog)
     }
 
 
@@ -207,6 +209,12 @@ def build_config(params: Mapping[str, Any], spec: RobotSpec | None = None) -> Ar
     reopen = float(p["reopen_interval"])
     if not reopen > 0:
         raise ConfigError(f"parameter 'reopen_interval' must be positive, got {reopen}")
+    watchdog_ms = float(p["bus_watchdog_ms"])
+    max_watchdog_ms = xm430.BUS_WATCHDOG_MAX_UNITS * xm430.BUS_WATCHDOG_UNIT_S * 1e3
+    unit_ms = xm430.BUS_WATCHDOG_UNIT_S * 1e3
+    if not (watchdog_ms == 0 or unit_ms <= watchdog_ms <= max_watchdog_ms):
+        raise ConfigError(f"parameter 'bus_watchdog_ms' must be 0 (off) or in {unit_ms:.0f}..{max_watchdog_ms:.0f} ms, "
+                          f"got {watchdog_ms}")
 
     return ArmConfig(
         port=port, role=role, baud_rate=baud, servo_ids=tuple(ids), joint_names=tuple(names),
@@ -217,4 +225,5 @@ def build_config(params: Mapping[str, Any], spec: RobotSpec | None = None) -> Ar
         gripper_angle_points=(angle_points[0], angle_points[1]),
         gripper_slide_points=(slide_points[0], slide_points[1]),
         temperature_warning=warn, temperature_trip=trip, error_timeout=error_timeout, bus_retries=retries,
-        reply_timeout=reply_timeout, reopen_interval=reopen, frame_id=str(p["frame_id"]), robot_spec=spec)
+        reply_timeout=reply_timeout, reopen_interval=reopen, frame_id=str(p["frame_id"]), robot_spec=spec,
+        bus_watchdog_ms=watchdog_ms)

@@ -13,6 +13,14 @@ runs the Bus Watchdog of every servo (``ServoRegisters.check_watchdog``) between
 Fast Sync/Bulk Read are answered only by servos whose firmware has them (``firmware_version``).
 ``on_read(registers)`` runs under the servo's lock right before a read is served: tests use it
 to make registers move on every read (``na_sim.moving_truth``).
+
+The bus is half-duplex: a Sync/Bulk/Fast Read reply that would go out while the host has
+already sent its next instruction packet collides with it and is lost (``stats["collisions"]``).
+Real servos answer within microseconds, so this happens only when the host gives up too early or
+when this emulator falls behind its input on a loaded machine; without it, a lagging emulator
+would answer requests the host has abandoned, with values sampled after the host's newer request
+was sent. (Single-servo replies are exempt: their host timeouts are long, and an emulator that
+lags behind them on a loaded machine should still let a driver start.)
 """
 
 from __future__ import annotations
@@ -94,6 +102,7 @@ class DxlBusEmulator:
         self._started_at = time.monotonic()
         self._bus_free_at = 0.0               # perf_counter time the bus is idle again
         self._late: list[tuple[float, ServoRegisters, bytes]] = []   # held-back replies: (not before, servo, packet)
+        self._queued = 0                      # instruction packets parsed but not handled yet
         # Each servo's own clock: a fixed phase so that two servos' ticks differ, as on a real bus.
         self._tick_phase_ms = {id(s): (s.servo_id * 7919) % TICK_WRAP for s in self.servos}
 
@@ -165,7 +174,8 @@ class DxlBusEmulator:
             self._handle_all(self._parser.feed(data))
 
     def _handle_all(self, packets: list[p2.Packet]) -> None:
-        for packet in packets:
+        for index, packet in enumerate(packets):
+            self._queued = len(packets) - index - 1
             try:
                 self._handle(packet)
             except Exception:   # a bug must not kill the bus: log it and keep serving
@@ -293,14 +303,24 @@ class DxlBusEmulator:
         if len(packet.params) < 5:
             return
         address, length = _word(packet.params, 0), _word(packet.params, 2)
-        for servo_id in packet.params[4:]:
-            for servo in self._servos_with_id(servo_id):
-                self._reply_read(servo, p2.SYNC_READ, address, length)
+        self._read_all(p2.SYNC_READ, [(sid, address, length) for sid in packet.params[4:]])
 
     def _bulk_read(self, packet: p2.Packet) -> None:
-        for servo_id, address, length in _bulk_read_entries(packet.params):
+        self._read_all(p2.BULK_READ, _bulk_read_entries(packet.params))
+
+    def _read_all(self, instruction: int, requests: list[tuple[int, int, int]]) -> None:
+        """Sync/Bulk Read: every addressed servo samples its registers when the instruction arrives (they all
+        receive it at once), then the replies go out one after the other in the order of the IDs."""
+        sampled = []
+        for servo_id, address, length in requests:
             for servo in self._servos_with_id(servo_id):
-                self._reply_read(servo, p2.BULK_READ, address, length)
+                try:
+                    sampled.append((servo, 0, self._sample_and_read(servo, address, length)))
+                except ProtocolError as exc:
+                    sampled.append((servo, exc.code, b""))
+        for servo, error, data in sampled:
+            if not self._silent(servo, instruction):
+                self._send(servo, p2.build_status(servo.servo_id, self._alert(servo) | error, data), collide=True)
 
     def _fast_sync_read(self, packet: p2.Packet) -> None:
         if len(packet.params) < 5:
@@ -324,7 +344,7 @@ class DxlBusEmulator:
                     entries.append((self._alert(servo) | exc.code, servo_id, bytes(length)))
                 first = first or servo
         if first is not None:
-            self._send(first, p2.build_fast_status(entries))
+            self._send(first, p2.build_fast_status(entries), collide=True)
 
     def _sync_write(self, packet: p2.Packet) -> None:
         if len(packet.params) < 4:
@@ -478,7 +498,7 @@ class DxlBusEmulator:
             return
         self._send(servo, p2.build_status(servo.servo_id, self._alert(servo) | error, params))
 
-    def _send(self, servo: ServoRegisters, packet: bytes) -> None:
+    def _send(self, servo: ServoRegisters, packet: bytes, collide: bool = False) -> None:
         """Return delay, wire time and faults, then the bytes onto the pty.
 
         Times are absolute deadlines on one bus clock (``_bus_free_at``: when the last byte on the
@@ -490,13 +510,26 @@ class DxlBusEmulator:
             due += self._wire_s(len(packet))      # written when its last byte would have arrived
         if self.injector.drop_status():
             return
+        if collide and self._host_is_sending():
+            self.stats["collisions"] += 1
+            return
         if self.injector.delay_status():
             # A late reply: held back, then sent inside a later transaction (see _release_late_replies).
             self._late.append((time.monotonic() + self.injector.faults.delay_status_s, servo, packet))
             return
         self._sleep_until(due)
         self._bus_free_at = max(due, time.perf_counter())
+        if collide and self._host_is_sending():
+            self.stats["collisions"] += 1
+            return
         self._write_all(self.injector.corrupt(packet))
+
+    def _host_is_sending(self) -> bool:
+        """True when the host's next instruction packet has (partly) arrived: a reply now would collide."""
+        if self._queued or self._parser.pending:
+            return True
+        ready, _, _ = select.select([self._master_fd], [], [], 0)
+        return bool(ready)
 
     def _release_late_replies(self) -> None:
         """An instruction packet just arrived: held-back replies that are due go out first, before its answers."""
