@@ -48,6 +48,7 @@ PARAMETER_DESCRIPTIONS = {
     "bus_retries": "Sync Read retries per cycle for servos whose reply was missing or corrupt",
     "reply_timeout": "s to wait for replies per transaction; 0 derives it from the baud rate",
     "reopen_interval": "s between attempts to reopen a lost port",
+    "bus_watchdog_ms": "follower: servos stop and hold on their own this long after the last packet (0 = off)",
     "frame_id": "header frame_id of arm_state / joint_states",
 }
 _LEVEL_BYTES = {0: DiagnosticStatus.OK, 1: DiagnosticStatus.WARN, 2: DiagnosticStatus.ERROR, 3: DiagnosticStatus.STALE}
@@ -82,12 +83,16 @@ class ArmDriverNode(Node):
     def _step(self) -> None:
         sample = self.core.cycle()
         self.core.dropped_cycles = self._loop.dropped_cycles
+        if not self.context.ok():
+            return          # SIGINT/SIGTERM shut the context down: close() stops this loop and turns torque off
         stamp = self._ros_stamp(sample.stamp)
         self._state_pub.publish(self._arm_state(sample, stamp))
         self._joint_pub.publish(self._joint_state(sample, stamp))
         self.published += 1
 
     def _on_loop_error(self, exc: BaseException) -> None:
+        if not self.context.ok():
+            return          # a publish raced the shutdown of the context: not a failure, close() follows
         self.get_logger().fatal(f"bus loop failed: {exc!r}; shutting the arm down")
         self.core.shutdown()
         if not self.failed.done():
@@ -177,6 +182,9 @@ class ArmDriverNode(Node):
             "torque_enabled": core.torque_enabled,
             "clamped_commands": core.clamped_commands,
             "reopen_attempts": core.reopen_attempts,
+            "watchdog_expiries": core.watchdog_expiries,
+            "read": f"{core.layout.name} block, {'fast ' if core.fast_read else ''}sync read",
+            **{f"run_{k}": v for k, v in loop.run.summary().items()},     # whole run, not the last 1000 cycles
             **counters.as_dict(),
         }
         bus.values = [KeyValue(key=k, value=f"{v:.3f}" if isinstance(v, float) else str(v)) for k, v in values.items()]

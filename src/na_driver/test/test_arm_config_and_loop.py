@@ -117,3 +117,38 @@ def test_shipped_parameter_files_are_valid(name: str) -> None:
     assert config.role == name.split("_")[0]
     if config.is_follower:
         assert config.position_d_gain == (1000, 800, 500, 300, 0)    # the authors' follower gains (FACTS §4)
+
+
+def test_run_histogram_percentiles_over_the_whole_run() -> None:
+    from na_driver.loop_timing import RunHistogram
+
+    histogram = RunHistogram(bin_width=1e-5, limit=0.1)
+    assert histogram.percentile(99) != histogram.percentile(99)     # NaN before any value
+    values = [0.000105] * 980 + [0.002105] * 15 + [0.5] * 5            # 5 outliers beyond the histogram's range
+    for value in values:
+        histogram.add(value)
+    assert histogram.percentile(50) == pytest.approx(0.00011)       # upper edge of the 10 us bin
+    assert histogram.percentile(99) == pytest.approx(0.00211)
+    assert histogram.percentile(99.9) == 0.5 and histogram.max == 0.5
+    assert histogram.share_at_most(0.001) == pytest.approx(0.98)
+
+
+def test_deadline_loop_counts_on_time_cycles_over_the_whole_run() -> None:
+    calls: list[float] = []
+
+    def step() -> None:
+        calls.append(time.monotonic())
+        if len(calls) % 25 == 0:
+            time.sleep(0.025)      # every 25th cycle overruns by 1.5 periods: it and the skipped slot are late
+
+    loop = DeadlineLoop(0.01, step)
+    loop.start()
+    deadline = time.monotonic() + 10.0
+    while len(calls) < 200 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    loop.stop()
+    run = loop.run
+    assert run.slots == loop.cycles + loop.dropped_cycles and run.step_time.count == loop.cycles
+    assert run.on_time <= run.slots - len(calls) // 25                # each overrun cost at least its own slot
+    assert run.period_error.count == loop.cycles - 1
+    assert run.period_error.max >= 0.015 and run.summary()["period_error_max_ms"] >= 15.0

@@ -27,10 +27,37 @@ def start_driver(context, namespace: str, port: str, role: str) -> ArmDriverNode
         Parameter("reply_timeout", value=0.004)])
 
 
+RATE_WINDOW_S = 4.0
+RATE_SHARE = 0.9          # a lower bound with margin for a loaded 2-core CI machine; exact rates: bench_driver.py
+
+
+@pytest.fixture
+def emulator_processes():
+    """Factory of emulated arms in their own processes (the rate test must not share the GIL with them)."""
+    from na_sim.emulator_process import EmulatorProcess
+
+    started: list = []
+
+    def start(**kwargs):
+        bus = EmulatorProcess(SPEC.servo_ids, wire_time=True, **kwargs)
+        started.append(bus)
+        return bus
+
+    yield start
+    for bus in started:
+        bus.stop()
+        bus.kill()
+
+
 @pytest.mark.node
-def test_both_arms_publish_at_the_configured_rate_and_the_follower_obeys(ros_context, emulated_arm, wait_for) -> None:
-    leader_bus, _ = emulated_arm()
-    follower_bus, follower_servos = emulated_arm()
+def test_both_arms_publish_at_the_configured_rate_and_the_follower_obeys(ros_context, emulator_processes,
+                                                                         wait_for) -> None:
+    leader_bus = emulator_processes(registers={"present_position": [2048, 1900, 2200, 2000, 2100]})
+    follower_bus = emulator_processes(registers={"present_position": [2048, 1900, 2200, 2000, 2100]})
+
+    def follower_registers(name: str) -> list[int]:
+        return [follower_bus.get(sid, name) for sid in SPEC.servo_ids]
+
     leader = start_driver(ros_context, "leader", leader_bus.port_path, "leader")
     follower = start_driver(ros_context, "follower", follower_bus.port_path, "follower")
     probe = Node("probe", context=ros_context)
@@ -47,14 +74,14 @@ def test_both_arms_publish_at_the_configured_rate_and_the_follower_obeys(ros_con
     spin = lambda: executor.spin_once(timeout_sec=0.01)  # noqa: E731
     try:
         assert wait_for(lambda: received["leader"] and received["follower"], 5.0, spin)
-        # Rate: count the messages whose read-completion stamps fall in a 3 s window.
+        # Rate: count the messages whose read-completion stamps fall in a fixed window.
         window_start = time.time() + 0.2
-        window_end = window_start + 3.0
-        wait_for(lambda: time.time() > window_end + 0.3, 10.0, spin)      # a fixed measurement window
+        window_end = window_start + RATE_WINDOW_S
+        wait_for(lambda: time.time() > window_end + 0.3, 20.0, spin)      # a fixed measurement window
         for role in ("leader", "follower"):
             stamps = np.array([m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in received[role]])
             in_window = np.count_nonzero((stamps >= window_start) & (stamps < window_end))
-            assert in_window >= 0.98 * 3.0 * RATE_HZ, f"{role}: {in_window} messages in 3 s"
+            assert in_window >= RATE_SHARE * RATE_WINDOW_S * RATE_HZ, f"{role}: {in_window} messages in 4 s"
             assert np.all(np.diff(stamps) > 0)
         state = received["follower"][-1]
         assert state.role == "follower" and list(state.name) == SPEC.joint_names
@@ -71,7 +98,7 @@ def test_both_arms_publish_at_the_configured_rate_and_the_follower_obeys(ros_con
         msg = JointCommand(name=list(reversed(goal)), position=[goal[n] for n in reversed(goal)])
         command_pub.publish(msg)
         expected = xm430.rad_to_pulses(SPEC.joint_to_servo([goal[n] for n in SPEC.joint_names]))
-        assert wait_for(lambda: [r.get("goal_position") for r in follower_servos] == expected.tolist(), 3.0, spin)
+        assert wait_for(lambda: follower_registers("goal_position") == expected.tolist(), 3.0, spin)
         assert wait_for(lambda: np.allclose(received["follower"][-1].goal_position,
                                             [goal[n] for n in SPEC.joint_names], atol=2e-3), 2.0, spin)
 
@@ -79,11 +106,11 @@ def test_both_arms_publish_at_the_configured_rate_and_the_follower_obeys(ros_con
         assert torque.wait_for_service(timeout_sec=2.0)
         future = torque.call_async(SetBool.Request(data=False))
         assert wait_for(future.done, 3.0, spin) and future.result().success
-        assert all(r.get("torque_enable") == 0 for r in follower_servos)
+        assert follower_registers("torque_enable") == [0] * 5
         future = torque.call_async(SetBool.Request(data=True))
         assert wait_for(future.done, 3.0, spin) and future.result().success
-        assert all(r.get("torque_enable") == 1 for r in follower_servos)
-        assert all(r.get("goal_position") == r.get("present_position") for r in follower_servos)   # no jump
+        assert follower_registers("torque_enable") == [1] * 5
+        assert follower_registers("goal_position") == follower_registers("present_position")       # no jump
         future = reboot.call_async(Trigger.Request())
         assert wait_for(future.done, 3.0, spin) and "nothing to reboot" in future.result().message
 
@@ -92,12 +119,13 @@ def test_both_arms_publish_at_the_configured_rate_and_the_follower_obeys(ros_con
         bus_status = next(s for d in reversed(received["diag"]) for s in d.status
                           if "follower/arm_driver: bus" in s.name)
         keys = {kv.key for kv in bus_status.values}
-        assert {"loop_period_p50_ms", "loop_period_p99_ms", "dropped_cycles", "crc_errors", "timeouts"} <= keys
+        assert {"loop_period_p50_ms", "loop_period_p99_ms", "dropped_cycles", "crc_errors", "timeouts",
+                "late_replies", "run_period_error_p99_ms", "run_on_time_share", "watchdog_expiries"} <= keys
     finally:
         leader.close()
         follower.close()
         probe.destroy_node()
-    assert all(r.get("torque_enable") == 0 for r in follower_servos)      # shutdown: follower torque off
+    assert follower_registers("torque_enable") == [0] * 5                # shutdown: follower torque off
 
 
 TRACKING_TOLERANCE_RAD = 0.02     # after settling, gravity-loaded, P gain 800 (position error of the servo model)
@@ -146,10 +174,11 @@ def test_follower_tracks_commands_on_the_simulated_rig(ros_context, wait_for) ->
 @pytest.mark.node
 def test_overload_trip_is_diagnosed_with_the_servo_id_and_the_reboot_service_recovers(ros_context, emulated_arm,
                                                                                       wait_for) -> None:
-    from na_sim.faults import DxlFaults
+    from na_sim.faults import DxlFaultInjector, DxlFaults
 
-    emulator, servos = emulated_arm(faults=DxlFaults(trip_servo_id=13, trip_after_s=0.5))
+    emulator, servos = emulated_arm()
     follower = start_driver(ros_context, "follower", emulator.port_path, "follower")
+    emulator.injector = DxlFaultInjector(DxlFaults(trip_servo_id=13, trip_after_s=emulator.elapsed_s + 0.3))
     probe = Node("probe", context=ros_context)
     diagnostics: list[DiagnosticArray] = []
     states: list[ArmState] = []
@@ -181,3 +210,29 @@ def test_overload_trip_is_diagnosed_with_the_servo_id_and_the_reboot_service_rec
     finally:
         follower.close()
         probe.destroy_node()
+
+
+@pytest.mark.node
+def test_a_context_shut_down_under_the_running_loop_stops_cleanly(emulated_arm, wait_for, capfd) -> None:
+    """What SIGINT/SIGTERM do (rclpy's handler shuts the context down) while the bus loop keeps publishing:
+    no FATAL, no traceback, the loop ends without an error and close() turns the follower's torque off."""
+    import rclpy
+    from rclpy.context import Context
+
+    context = Context()
+    rclpy.init(context=context)
+    emulator, servos = emulated_arm()
+    follower = start_driver(context, "follower", emulator.port_path, "follower")
+    try:
+        assert wait_for(lambda: follower.published > 20, 5.0)
+        rclpy.try_shutdown(context=context)
+        published = follower.published
+        assert wait_for(lambda: follower.core.bus.counters.transactions > 0 and follower._loop.cycles > 5 + published,
+                        2.0) or not follower._loop.running      # the loop ran on into the dead context
+    finally:
+        follower.close()
+        rclpy.try_shutdown(context=context)
+    output = capfd.readouterr()
+    assert "FATAL" not in output.err + output.out and "Traceback" not in output.err + output.out
+    assert follower._loop.error is None and follower.failed.done() is False
+    assert all(r.get("torque_enable") == 0 for r in servos)
