@@ -23,6 +23,8 @@ def test_defaults_come_from_the_robot_spec() -> None:
     assert config.baud_rate == SPEC.baud_rate and config.loop_rate == 100.0
     assert config.position_p_gain == (SPEC.position_gains["p"],) * 5
     assert (config.temperature_warning, config.temperature_trip) == (55.0, 60.0)
+    assert config.bus_watchdog_ms == 100.0
+    assert build_config({"port": "p", "role": "follower", "bus_watchdog_ms": 0}).bus_watchdog_ms == 0.0   # off
     assert config.operating_mode == 3 and config.gripper_index == 4
     assert set(default_parameters()) >= {"port", "role", "servo_ids", "error_timeout", "homing_offsets"}
 
@@ -42,6 +44,8 @@ def test_defaults_come_from_the_robot_spec() -> None:
     ({"temperature_warning": 65.0}, "temperature"),
     ({"error_timeout": -1}, "error_timeout"),
     ({"baud_rte": 57600}, "baud_rte"),
+    ({"bus_watchdog_ms": 10.0}, "bus_watchdog_ms"),          # below one 20 ms unit
+    ({"bus_watchdog_ms": 2600.0}, "bus_watchdog_ms"),        # above 127 units
 ])
 def test_bad_parameters_are_named(params: dict, named: str) -> None:
     with pytest.raises(ConfigError, match=named):

@@ -15,9 +15,16 @@ from na_driver.loop_timing import DeadlineLoop
 from na_sim.emulator_process import EmulatorProcess
 from na_sim.faults import DxlFaultInjector, DxlFaults
 from na_sim.moving_truth import ReadCounterTruth
+from na_sim.servo_registers import ACCESS_ERROR, ProtocolError, ServoRegisters
 
 SPEC = load_spec()
 POSITION_RESOLUTION = 2 * np.pi / xm430.PULSES_PER_REV
+# Unit conversions written here from the ROBOTIS e-manual (XM430-W350 control table), not imported from the driver.
+PULSES_PER_REV, CENTER_PULSES = 4096, 2048
+RAD_S_PER_VELOCITY_UNIT = 0.229 * 2 * np.pi / 60.0
+AMP_PER_CURRENT_UNIT = 2.69e-3
+VOLT_PER_VOLTAGE_UNIT = 0.1
+PWM_FULL_SCALE = 885
 
 
 class LogRecorder:
@@ -112,23 +119,31 @@ def test_leader_start_turns_torque_off(emulated_arm) -> None:
     assert all(regs.get("torque_enable") == 0 for regs in servos)
 
 
-def test_decode_matches_the_registers(emulated_arm) -> None:
+@pytest.mark.parametrize(("layout", "read_mode"), [("indirect", "fast"), ("indirect", "sync"), ("direct", "fast"),
+                                                   ("direct", "sync")])
+def test_decode_matches_the_registers_on_every_bus_path(emulated_arm, layout: str, read_mode: str) -> None:
     emulator, servos = emulated_arm()
-    core, _ = make_core(emulator.port_path, role="leader")
+    log = LogRecorder()
+    core = ArmDriverCore(build_config({"port": emulator.port_path, "role": "leader", "reply_timeout": 0.02}),
+                         log=log, layout=layout, read_mode=read_mode)
     core.start()
     try:
         sample = fresh_cycle(core)
+        assert (core.layout.name, core.fast_read) == (layout, read_mode == "fast")
+        assert f"reading the {layout}" in log.text()
     finally:
         core.shutdown()
     assert not any(sample.stale)
     for k, regs in enumerate(servos):
-        block = xm430.decode_state_block(regs.read(xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_LENGTH))
         joint = SPEC.joints[k]
-        assert sample.position[k] == pytest.approx(joint.drive_direction * block.position + joint.homing_offset)
-        assert sample.velocity[k] == pytest.approx(joint.drive_direction * block.velocity)
-        assert sample.current[k] == pytest.approx(regs.get("present_current") * xm430.CURRENT_UNIT_A)
-        assert sample.pwm[k] == pytest.approx(regs.get("present_pwm") / xm430.PWM_FULL_SCALE)
-        assert sample.input_voltage[k] == pytest.approx(regs.get("present_input_voltage") * 0.1)
+        angle = (regs.get("present_position") - CENTER_PULSES) * 2 * np.pi / PULSES_PER_REV
+        assert sample.position[k] == pytest.approx(joint.drive_direction * angle + joint.homing_offset)
+        assert sample.velocity[k] == pytest.approx(joint.drive_direction * regs.get("present_velocity")
+                                                   * RAD_S_PER_VELOCITY_UNIT)
+        assert sample.current[k] == pytest.approx(joint.drive_direction * regs.get("present_current")
+                                                  * AMP_PER_CURRENT_UNIT)
+        assert sample.pwm[k] == pytest.approx(joint.drive_direction * regs.get("present_pwm") / PWM_FULL_SCALE)
+        assert sample.input_voltage[k] == pytest.approx(regs.get("present_input_voltage") * VOLT_PER_VOLTAGE_UNIT)
         assert sample.temperature[k] == regs.get("present_temperature")
     assert sample.gripper_slide == pytest.approx(float(SPEC.gripper.angle_to_slide(sample.position[4])))
 
@@ -154,11 +169,6 @@ def test_commands_are_clamped_and_reach_the_registers(emulated_arm) -> None:
 
 
 # ---- the oracle: every published value against what the emulator served, and when ------------------------
-# Unit conversions written here from the ROBOTIS e-manual (XM430-W350 control table), not imported from the driver.
-PULSES_PER_REV, CENTER_PULSES = 4096, 2048
-RAD_S_PER_VELOCITY_UNIT = 0.229 * 2 * np.pi / 60.0
-AMP_PER_CURRENT_UNIT = 2.69e-3
-VOLT_PER_VOLTAGE_UNIT = 0.1
 WINDOW_SLACK_S = 1e-4          # clock reads around the bus exchange
 
 
@@ -349,3 +359,69 @@ def test_port_loss_is_reported_and_the_port_reopened(emulated_arm, tmp_path) -> 
     assert not core.port_lost and core.reopen_attempts >= 1
     assert not any(fresh_cycle(core).stale)
     core.shutdown()
+
+
+# ---- bus paths chosen at start-up, and the Bus Watchdog ----------------------------------------------------------
+class RefusesIndirectMap(ServoRegisters):
+    """A servo whose firmware refuses writes to the Indirect Address registers (addresses 168..223)."""
+
+    def write(self, address: int, data: bytes) -> None:
+        if address < 224 and address + len(data) > 168:
+            raise ProtocolError(ACCESS_ERROR, "indirect addresses refused")
+        super().write(address, data)
+
+
+def test_servos_refusing_the_indirect_map_are_read_through_the_direct_block(emulated_arm) -> None:
+    servos = [RefusesIndirectMap(sid) for sid in SPEC.servo_ids]
+    for k, regs in enumerate(servos):
+        regs.set("return_delay_time", 0)
+        regs.set("present_position", 1500 + 100 * k)
+    emulator, _ = emulated_arm(servos=servos)
+    core, log = make_core(emulator.port_path, role="leader")
+    core.start()
+    try:
+        sample = fresh_cycle(core)
+    finally:
+        core.shutdown()
+    assert core.layout.name == "direct" and "indirect state block refused" in log.text(min_level=1)
+    angle = (servos[0].get("present_position") - CENTER_PULSES) * 2 * np.pi / PULSES_PER_REV
+    assert sample.position[0] == pytest.approx(SPEC.joints[0].drive_direction * angle + SPEC.joints[0].homing_offset)
+
+
+@pytest.mark.parametrize(("firmware", "fast", "watchdog"), [(48, True, 5), (44, False, 5), (37, False, 0)])
+def test_firmware_decides_fast_sync_read_and_the_bus_watchdog(emulated_arm, firmware: int, fast: bool,
+                                                               watchdog: int) -> None:
+    servos = [ServoRegisters(sid, firmware_version=firmware) for sid in SPEC.servo_ids]
+    for regs in servos:
+        regs.set("return_delay_time", 0)
+    emulator, _ = emulated_arm(servos=servos)
+    core, log = make_core(emulator.port_path, bus_watchdog_ms=100.0)
+    core.start()
+    try:
+        assert core.fast_read is fast and not any(fresh_cycle(core).stale)
+        assert [regs.get("bus_watchdog") for regs in servos] == [watchdog] * 5
+        assert ("without Bus Watchdog" in log.text(min_level=1)) is (watchdog == 0)
+        assert emulator.stats["fast_sync_read"] > 0 if fast else emulator.stats["fast_sync_read"] == 0
+    finally:
+        core.shutdown()
+
+
+def test_an_expired_bus_watchdog_is_reported_cleared_and_rearmed(emulated_arm) -> None:
+    emulator, servos = emulated_arm()
+    core, log = make_core(emulator.port_path, bus_watchdog_ms=60.0)
+    core.start()
+    try:
+        assert [regs.get("bus_watchdog") for regs in servos] == [3] * 5             # 3 x 20 ms
+        time.sleep(0.3)                                  # the host goes quiet (a stalled loop): the servos stop
+        assert [regs.get("bus_watchdog") for regs in servos] == [-1] * 5
+        assert all(regs.get("goal_position") == regs.get("present_position") for regs in servos)
+        core.cycle()
+        assert core.watchdog_expiries == 1 and "Bus Watchdog of servo(s) [11, 12, 13, 14, 15] expired" in log.text(1)
+        assert [regs.get("bus_watchdog") for regs in servos] == [3] * 5
+        goal = np.array([0.2, 0.1, -0.1, 0.2, 0.0])
+        core.set_command(goal)
+        core.cycle()                                     # goals are writable again
+        written = xm430.pulses_to_rad([regs.get("goal_position") for regs in servos])
+        np.testing.assert_allclose(written, SPEC.joint_to_servo(goal), atol=POSITION_RESOLUTION)
+    finally:
+        core.shutdown()
