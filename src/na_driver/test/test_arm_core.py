@@ -14,7 +14,7 @@ from na_driver.dxl_bus import BusError
 from na_driver.loop_timing import DeadlineLoop
 from na_sim.emulator_process import EmulatorProcess
 from na_sim.faults import DxlFaultInjector, DxlFaults
-from na_sim.moving_truth import ReadCounterTruth
+from na_sim.moving_truth import JointMap, ReadCounterTruth, check_published
 from na_sim.servo_registers import ACCESS_ERROR, ProtocolError, ServoRegisters
 
 SPEC = load_spec()
@@ -168,46 +168,13 @@ def test_commands_are_clamped_and_reach_the_registers(emulated_arm) -> None:
         core.shutdown()
 
 
-# ---- the oracle: every published value against what the emulator served, and when ------------------------
-WINDOW_SLACK_S = 1e-4          # clock reads around the bus exchange
+# ---- the oracle (na_sim.moving_truth): every published value against what the emulator served, and when ----
+JOINTS = [JointMap(j.servo_id, j.drive_direction, j.homing_offset) for j in SPEC.joints]
 
 
-def published_value_errors(samples, served, spec=SPEC) -> tuple[int, int, list[str]]:
-    """(fresh values checked, stale values checked, what was wrong).
-
-    A fresh (not stale) value of servo k is right only if some read of that servo, served while the
-    cycle was on the bus ([stamp - bus_cycle_duration, stamp]), served exactly the published position,
-    velocity, current, voltage and temperature. A stale value must repeat the last fresh one (NaN before it).
-    """
-    by_position: dict[tuple[int, int], list] = {}
-    for record in served:
-        by_position.setdefault((record.servo_id, record.position), []).append(record)
-    fields = ("position", "velocity", "current", "input_voltage", "temperature")
-    last: dict[int, tuple] = {}
-    fresh = stale = 0
-    wrong: list[str] = []
-    for n, sample in enumerate(samples):
-        window = (sample.stamp - sample.bus_cycle_duration - WINDOW_SLACK_S, sample.stamp + WINDOW_SLACK_S)
-        for k, joint in enumerate(spec.joints):
-            values = tuple(float(getattr(sample, f)[k]) for f in fields)
-            if sample.stale[k]:
-                stale += 1
-                if not np.array_equal(values, last.get(k, (np.nan,) * 5), equal_nan=True):
-                    wrong.append(f"cycle {n} servo {joint.servo_id}: stale value {values} is not the last fresh one")
-                continue
-            fresh += 1
-            last[k] = values
-            angle = (values[0] - joint.homing_offset) / joint.drive_direction
-            pulses = angle * PULSES_PER_REV / (2 * np.pi) + CENTER_PULSES
-            matches = [r for r in by_position.get((joint.servo_id, round(pulses)), [])
-                       if abs(pulses - round(pulses)) < 1e-6 and window[0] <= r.time <= window[1]
-                       and np.allclose(values[1:], (joint.drive_direction * r.velocity * RAD_S_PER_VELOCITY_UNIT,
-                                                    joint.drive_direction * r.current * AMP_PER_CURRENT_UNIT,
-                                                    r.voltage * VOLT_PER_VOLTAGE_UNIT, r.temperature),
-                                       rtol=1e-9, atol=1e-12)]
-            if not matches:
-                wrong.append(f"cycle {n} servo {joint.servo_id}: {values} was not served during the cycle")
-    return fresh, stale, wrong
+def published_value_errors(samples, served) -> tuple[int, int, list[str]]:
+    check = check_published(samples, served, JOINTS)
+    return check.fresh, check.stale, check.wrong
 
 
 def moving_arm(emulated_arm, faults: DxlFaults | None = None):
