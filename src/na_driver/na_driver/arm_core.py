@@ -44,7 +44,7 @@ from na_driver.state_layout import StateLayout
 REG = xm430.REGISTERS
 READ_MODES = ("auto", "sync", "fast")
 LAYOUT_CHOICES = ("auto", "indirect", "direct")
-_FAST_PROBES = 3                   # Fast Sync Reads tried at start-up before falling back to Sync Read
+_FAST_PROBES = 5                   # Fast Sync Reads tried at start-up before falling back to Sync Read
 _TORQUE = REG["torque_enable"]
 _GOAL = REG["goal_position"]
 _PRESENT = REG["present_position"]
@@ -213,9 +213,11 @@ class ArmDriverCore:
                                    f"(firmware older than v{xm430.FIRMWARE_FAST_SYNC_READ})")
             return
         for _ in range(_FAST_PROBES):
+            # One intact part of a Fast Sync Read reply shows the servos answer it (on a noisy bus a corrupted
+            # byte loses the parts after it; the per-cycle retries are plain Sync Reads).
             result = self.bus.sync_read(self.ids, self.layout.address, self.layout.length, fast=True,
                                         check=self._check_reply, retries=0)
-            if result.fast_replies == len(self.ids):
+            if result.fast_replies:
                 self.fast_read = True
                 return
         if self._read_mode == "fast":
