@@ -16,6 +16,11 @@ upper bound of ``c``; the smallest one seen (:attr:`ServoClock.offset_ms`, allow
 * a tick that puts the sample more than ``future_slack_s`` after the reply's arrival is
   "implausible" (a corrupted packet whose CRC happened to match) and teaches the clock nothing.
 
+The creep is a trade-off: it lets the bound follow a slow servo clock, but while only late replies
+arrive it loosens the bound by ``drift`` x elapsed time (1 ms per second at the default 0.1 %,
+far above a crystal's tens of ppm). A servo clock slower than that would make fresh replies look
+late: counted and stale, never wrong.
+
 A late reply sampled less than about 1 ms (tick resolution plus the shortest transit time)
 before the request cannot be told apart this way; the transaction tags of
 :class:`na_driver.dxl_bus.DxlBus` reject the replies to the previous Sync Reads by length.
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 TICK_WRAP_MS = 32768              # e-manual: Realtime Tick 0 .. 32767 ms
 TICK_RESOLUTION_MS = 1.0
-DEFAULT_DRIFT = 0.005             # servo clock may run up to 0.5 % slower than the host's
+DEFAULT_DRIFT = 0.001             # servo clock may run up to 0.1 % (1000 ppm) slower than the host's
 DEFAULT_FUTURE_SLACK_S = 0.010
 
 LATE = "late"

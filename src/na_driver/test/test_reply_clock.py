@@ -67,7 +67,7 @@ def test_a_tick_from_the_future_is_implausible_and_teaches_nothing() -> None:
     assert exchange(clock, servo, sent + 0.01) is None                               # the bound is intact
 
 
-@pytest.mark.parametrize("rate", [0.996, 1.0, 1.004])      # servo clock 0.4 % slow, exact, 0.4 % fast
+@pytest.mark.parametrize("rate", [0.9992, 1.0, 1.004])     # servo clock 0.08 % slow, exact, 0.4 % fast
 def test_servo_clock_drift_within_the_allowance_never_rejects_a_fresh_reply(rate: float) -> None:
     clock, servo = ServoClock(), SimulatedServo(offset_ms=10.0, rate=rate)
     for k in range(3000):
