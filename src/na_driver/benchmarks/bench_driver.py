@@ -7,7 +7,8 @@ and runs in its own process, as the simulated rig does. Prints the machine, then
      path's wire-time floor: the direct block (addresses 120-146) or the indirect block (18 bytes), read
      by Sync Read or Fast Sync Read (firmware 45+), and what the driver picks for firmware 44 and 48;
   2. a 100 Hz loop over ``--duration`` s: period error |period - 10 ms| over the whole run (p50/p99/max),
-     share of cycles on time (started within 10 % of the period of their slot, done before the next);
+     share of cycles on time (started within 10 % of the period of their slot, done before the next); the
+     loop thread runs under SCHED_FIFO 50 as the node's does (``--no-rt``: normal scheduling);
   3. the highest rate among ``--rates`` with >= 99 % of cycles on time;
   4. the fault campaign: 1 % corrupted bytes, 2 % dropped and 2 % late replies (sent inside the next
      transaction) for ``--campaign`` s at 100 Hz, through the ROS node: every value of every published
@@ -125,9 +126,13 @@ def bench_cycle_time(cycles: int) -> None:
         stop_arm(arm)
 
 
+PRIORITY = 50      # SCHED_FIFO priority of the loop thread, the node's default (thread_priority); 0 with --no-rt
+
+
 def run_loop(core: ArmDriverCore, rate: float, seconds: float) -> tuple[list, DeadlineLoop]:
     samples: list = []
-    loop = DeadlineLoop(1.0 / rate, lambda: samples.append(core.cycle()))
+    loop = DeadlineLoop(1.0 / rate, lambda: samples.append(core.cycle()), priority=PRIORITY,
+                        on_warning=lambda message: print(f"   warning: {message}", flush=True))
     loop.start()
     time.sleep(seconds)          # the loop runs on its own thread for the measured span
     loop.stop()
@@ -142,7 +147,8 @@ def bench_rate(rate: float, seconds: float, label: str) -> dict[str, float]:
         stop_arm(arm)
     run = loop.run.summary()
     stale = sum(sum(s.stale) for s in samples) / max(N * len(samples), 1)
-    print(f"{label}{rate:.0f} Hz for {seconds:.0f} s ({run['slots']} slots): "
+    scheduling = f"SCHED_FIFO {loop.priority}" if loop.realtime else "normal scheduling"
+    print(f"{label}{rate:.0f} Hz for {seconds:.0f} s ({run['slots']} slots, {scheduling}): "
           f"on time {100 * run['on_time_share']:.2f} %, dropped {loop.dropped_cycles}; "
           f"period error p50 {run['period_error_p50_ms']:.3f} ms, "
           f"p99 {run['period_error_p99_ms']:.3f} ms, max {run['period_error_max_ms']:.2f} ms; "
@@ -231,10 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=2000, help="cycles timed back to back per bus path")
     parser.add_argument("--quick", action="store_true", help="short runs: 5 s rate, 10 s campaign, 2 s probes")
     parser.add_argument("--strict", action="store_true", help="also fail when a timing target is missed")
+    parser.add_argument("--no-rt", action="store_true",
+                        help="run the loop thread with normal scheduling (default: SCHED_FIFO 50, as the node)")
     parser.add_argument("--only", choices=["cycle", "rate", "max", "campaign"], help="run one part only")
     args = parser.parse_args(argv)
     if args.quick:
         args.duration, args.campaign, args.probe, args.cycles = 5.0, 10.0, 2.0, 300
+    global PRIORITY
+    if args.no_rt:
+        PRIORITY = 0
     print(machine(), flush=True)
     failed = []
     if args.only in (None, "cycle"):

@@ -50,6 +50,7 @@ class ArmConfig:
     frame_id: str
     robot_spec: RobotSpec
     bus_watchdog_ms: float = 100.0         # follower: servos stop on their own this long after the host's last packet
+    thread_priority: int = 50              # SCHED_FIFO priority of the bus loop thread, 0 = normal scheduling
 
     @property
     def period(self) -> float:
@@ -110,6 +111,7 @@ def default_parameters(spec: RobotSpec | None = None) -> dict[str, Any]:
         "reopen_interval": 1.0,
         "frame_id": spec.base_frame,
         "bus_watchdog_ms": 100.0,                # 5 units of 20 ms; 0 = off (e-manual, Bus Watchdog)
+        "thread_priority": 50,                   # like ros2_control's update thread; 0 = normal scheduling
     }
 
 
@@ -215,6 +217,10 @@ def build_config(params: Mapping[str, Any], spec: RobotSpec | None = None) -> Ar
     if not (watchdog_ms == 0 or unit_ms <= watchdog_ms <= max_watchdog_ms):
         raise ConfigError(f"parameter 'bus_watchdog_ms' must be 0 (off) or in {unit_ms:.0f}..{max_watchdog_ms:.0f} ms, "
                           f"got {watchdog_ms}")
+    priority = int(p["thread_priority"])
+    if not 0 <= priority <= 99:
+        raise ConfigError(f"parameter 'thread_priority' must be 0 (normal scheduling) or 1..99 (SCHED_FIFO), "
+                          f"got {priority}")
 
     return ArmConfig(
         port=port, role=role, baud_rate=baud, servo_ids=tuple(ids), joint_names=tuple(names),
@@ -226,4 +232,4 @@ def build_config(params: Mapping[str, Any], spec: RobotSpec | None = None) -> Ar
         gripper_slide_points=(slide_points[0], slide_points[1]),
         temperature_warning=warn, temperature_trip=trip, error_timeout=error_timeout, bus_retries=retries,
         reply_timeout=reply_timeout, reopen_interval=reopen, frame_id=str(p["frame_id"]), robot_spec=spec,
-        bus_watchdog_ms=watchdog_ms)
+        bus_watchdog_ms=watchdog_ms, thread_priority=priority)

@@ -49,6 +49,7 @@ PARAMETER_DESCRIPTIONS = {
     "reply_timeout": "s to wait for replies per transaction; 0 derives it from the baud rate",
     "reopen_interval": "s between attempts to reopen a lost port",
     "bus_watchdog_ms": "follower: servos stop and hold on their own this long after the last packet (0 = off)",
+    "thread_priority": "SCHED_FIFO priority of the bus loop thread (0 = normal scheduling; needs CAP_SYS_NICE)",
     "frame_id": "header frame_id of arm_state / joint_states",
 }
 _LEVEL_BYTES = {0: DiagnosticStatus.OK, 1: DiagnosticStatus.WARN, 2: DiagnosticStatus.ERROR, 3: DiagnosticStatus.STALE}
@@ -73,7 +74,8 @@ class ArmDriverNode(Node):
             self.create_timer(1.0, self._publish_diagnostics)
             self.published = 0
             self._loop = DeadlineLoop(self.config.period, self._step, name=f"arm-bus {self.config.role}",
-                                      on_error=self._on_loop_error)
+                                      on_error=self._on_loop_error, priority=self.config.thread_priority,
+                                      on_warning=self.get_logger().warning)
             self._loop.start()
         except BaseException:
             self.core.shutdown()          # e.g. SIGTERM while starting: the follower must not stay torqued
@@ -183,6 +185,7 @@ class ArmDriverNode(Node):
             "clamped_commands": core.clamped_commands,
             "reopen_attempts": core.reopen_attempts,
             "watchdog_expiries": core.watchdog_expiries,
+            "realtime_priority": loop.priority if loop.realtime else 0,
             "read": f"{core.layout.name} block, {'fast ' if core.fast_read else ''}sync read",
             **{f"run_{k}": v for k, v in loop.run.summary().items()},     # whole run, not the last 1000 cycles
             **counters.as_dict(),

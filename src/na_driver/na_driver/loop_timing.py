@@ -9,11 +9,17 @@ Besides the rolling window (diagnostics of the last 1000 cycles), :class:`RunSta
 whole run in fixed-size histograms: the period error |period - nominal|, how late each cycle
 started after its slot, and the share of slots whose cycle was on time (started within
 ``on_time_tolerance`` of its slot and finished before the next one; a dropped slot is not on time).
+
+``priority`` > 0 runs the loop thread under SCHED_FIFO at that priority, as ros2_control does with
+its update thread: on a loaded machine the wake-up of a normal thread waits for the scheduler
+(milliseconds), a real-time one does not. It needs CAP_SYS_NICE or an rtprio limit; without it
+the loop runs with normal scheduling and ``on_warning`` says so once.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections import deque
@@ -117,9 +123,15 @@ class DeadlineLoop:
 
     def __init__(self, period: float, step: Callable[[], None], name: str = "deadline-loop",
                  on_error: Callable[[BaseException], None] | None = None, stats_size: int = 1000,
-                 on_time_tolerance: float | None = None) -> None:
+                 on_time_tolerance: float | None = None, priority: int = 0,
+                 on_warning: Callable[[str], None] | None = None) -> None:
         """``on_time_tolerance``: how late after its slot a cycle may start and count as on time (default 10 %
-        of the period)."""
+        of the period). ``priority``: SCHED_FIFO priority of the loop thread, 0 = normal scheduling."""
+        if not 0 <= priority <= 99:
+            raise ValueError(f"priority must be 0 (normal scheduling) or a SCHED_FIFO priority 1..99, got {priority}")
+        self.priority = priority
+        self.realtime = False                 # True once the loop thread runs under SCHED_FIFO
+        self._on_warning = on_warning
         if not period > 0:
             raise ValueError(f"loop period must be positive, got {period}")
         self.period = float(period)
@@ -146,7 +158,19 @@ class DeadlineLoop:
     def running(self) -> bool:
         return self._thread.is_alive()
 
+    def _set_priority(self) -> None:
+        if not self.priority:
+            return
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.priority))   # this thread only
+            self.realtime = True
+        except (AttributeError, OSError) as exc:
+            if self._on_warning is not None:
+                self._on_warning(f"{self._thread.name}: no real-time priority {self.priority} ({exc}); the loop's "
+                                 f"timing depends on the machine's load (grant CAP_SYS_NICE or an rtprio limit)")
+
     def _run(self) -> None:
+        self._set_priority()
         next_start = time.monotonic()
         last_start: float | None = None
         run = self.run

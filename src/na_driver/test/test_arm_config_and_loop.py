@@ -46,6 +46,7 @@ def test_defaults_come_from_the_robot_spec() -> None:
     ({"baud_rte": 57600}, "baud_rte"),
     ({"bus_watchdog_ms": 10.0}, "bus_watchdog_ms"),          # below one 20 ms unit
     ({"bus_watchdog_ms": 2600.0}, "bus_watchdog_ms"),        # above 127 units
+    ({"thread_priority": 100}, "thread_priority"),
 ])
 def test_bad_parameters_are_named(params: dict, named: str) -> None:
     with pytest.raises(ConfigError, match=named):
@@ -156,3 +157,28 @@ def test_deadline_loop_counts_on_time_cycles_over_the_whole_run() -> None:
     assert run.on_time <= run.slots - len(calls) // 25                # each overrun cost at least its own slot
     assert run.period_error.count == loop.cycles - 1
     assert run.period_error.max >= 0.015 and run.summary()["period_error_max_ms"] >= 15.0
+
+
+def test_deadline_loop_asks_for_real_time_priority_and_warns_when_refused(monkeypatch) -> None:
+    import os
+
+    calls, warnings = [], []
+
+    def refuse(pid: int, policy: int, param) -> None:
+        calls.append((pid, policy, param.sched_priority))
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    ran = threading.Event()
+    loop = DeadlineLoop(0.01, ran.set, priority=40, on_warning=warnings.append)
+    loop.start()
+    assert ran.wait(5.0)
+    loop.stop()
+    assert calls == [(0, os.SCHED_FIFO, 40)] and not loop.realtime       # this thread only (pid 0)
+    assert len(warnings) == 1 and "no real-time priority 40" in warnings[0] and loop.error is None
+    quiet = DeadlineLoop(0.01, lambda: None, on_warning=warnings.append)   # priority 0: nothing asked
+    quiet.start()
+    quiet.stop()
+    assert len(calls) == 1 and len(warnings) == 1
+    with pytest.raises(ValueError, match="priority"):
+        DeadlineLoop(0.01, lambda: None, priority=100)
