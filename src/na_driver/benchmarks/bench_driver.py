@@ -3,6 +3,10 @@
 Five XM430 servos on a 1 Mbps bus; the emulator sleeps the wire time of every byte (return delay 0)
 and runs in its own process, as the simulated rig does. Prints the machine, then:
 
+The emulator process runs under SCHED_FIFO 60 where the OS allows it (``--no-rt``: normal scheduling):
+real servos answer within microseconds, and the driver's figures should not include how long a loaded
+machine keeps the emulator waiting.
+
   1. bus cycle time of a follower (Sync Write of goals + the state read) for each bus path, beside the
      path's wire-time floor: the direct block (addresses 120-146) or the indirect block (18 bytes), read
      by Sync Read or Fast Sync Read (firmware 45+), and what the driver picks for firmware 44 and 48;
@@ -25,6 +29,7 @@ also when a timing target is missed (p99 period error <= 1 ms at 100 Hz; meant f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import sys
@@ -43,6 +48,8 @@ from na_sim.faults import DxlFaults
 from na_sim.moving_truth import JointMap, check_published
 
 BAUD = 1_000_000
+PRIORITY = 50             # SCHED_FIFO priority of the loop thread, the node's default (thread_priority); 0 with --no-rt
+EMULATOR_PRIORITY = 60    # the emulator stands in for servos, which answer in microseconds; 0 with --no-rt
 SPEC = load_spec()
 N = len(SPEC.servo_ids)
 CAMPAIGN_FAULTS = DxlFaults(corrupt_byte_rate=0.01, drop_status_rate=0.02, delay_status_rate=0.02, seed=1)
@@ -86,7 +93,8 @@ def start_arm(firmware: int = 48, layout: str = "auto", read_mode: str = "auto",
               moving_truth: bool = False) -> Arm:
     emulator = EmulatorProcess(SPEC.servo_ids, baud_rate=BAUD, wire_time=True, faults=faults,
                                firmware_version=firmware, moving_truth=moving_truth,
-                               registers={"present_position": [2048, 1900, 2200, 2000, 2100]})
+                               registers={"present_position": [2048, 1900, 2200, 2000, 2100]},
+                               priority=EMULATOR_PRIORITY)
     core = ArmDriverCore(build_config({"port": emulator.port_path, "role": "follower", "baud_rate": BAUD}),
                          log=lambda level, message: None, layout=layout, read_mode=read_mode)
     core.start()
@@ -101,17 +109,34 @@ def stop_arm(arm: Arm) -> None:
     arm.emulator.kill()
 
 
+@contextlib.contextmanager
+def realtime_thread(priority: int):
+    """This thread under SCHED_FIFO ``priority`` (if allowed) inside the block, its old policy after."""
+    old = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        if priority:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except OSError:
+        pass
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, old[0], old[1])
+
+
 def bench_cycle_time(cycles: int) -> None:
     print("1. bus cycle time of a follower (Sync Write of 5 goals + the state read), back to back:", flush=True)
     paths = [("direct", "sync"), ("indirect", "sync"), ("direct", "fast"), ("indirect", "fast")]
     for layout, read_mode in paths:
         arm = start_arm(layout=layout, read_mode=read_mode)
         try:
-            times = []
-            for _ in range(cycles):
-                began = time.perf_counter()
-                arm.core.cycle(deadline=time.monotonic() + 1.0)
-                times.append(time.perf_counter() - began)
+            with realtime_thread(PRIORITY):           # timed as the node's loop thread runs
+                times = []
+                for _ in range(cycles):
+                    began = time.perf_counter()
+                    arm.core.cycle(deadline=time.monotonic() + 1.0)
+                    times.append(time.perf_counter() - began)
         finally:
             stop_arm(arm)
         ms = np.array(times) * 1e3
@@ -126,7 +151,6 @@ def bench_cycle_time(cycles: int) -> None:
         stop_arm(arm)
 
 
-PRIORITY = 50      # SCHED_FIFO priority of the loop thread, the node's default (thread_priority); 0 with --no-rt
 
 
 def run_loop(core: ArmDriverCore, rate: float, seconds: float) -> tuple[list, DeadlineLoop]:
@@ -167,7 +191,7 @@ def bench_campaign(seconds: float) -> tuple[int, float]:
     from na_msgs.msg import ArmState, JointCommand
 
     emulator = EmulatorProcess(SPEC.servo_ids, baud_rate=BAUD, wire_time=True, faults=CAMPAIGN_FAULTS,
-                               moving_truth=True)
+                               moving_truth=True, priority=EMULATOR_PRIORITY)
     rclpy.init()
     received: list[tuple[ArmState, int]] = []
     node = ArmDriverNode(namespace="bench", parameter_overrides=[
@@ -243,10 +267,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.duration, args.campaign, args.probe, args.cycles = 5.0, 10.0, 2.0, 300
-    global PRIORITY
+    global PRIORITY, EMULATOR_PRIORITY
     if args.no_rt:
-        PRIORITY = 0
+        PRIORITY = EMULATOR_PRIORITY = 0
     print(machine(), flush=True)
+    probe = EmulatorProcess(SPEC.servo_ids, priority=EMULATOR_PRIORITY)
+    print(f"scheduling: driver loop thread {'SCHED_FIFO ' + str(PRIORITY) if PRIORITY else 'normal'} (when allowed), "
+          f"emulator process {'SCHED_FIFO ' + str(EMULATOR_PRIORITY) if probe.realtime else 'normal'}", flush=True)
+    probe.stop()
+    probe.kill()
     failed = []
     if args.only in (None, "cycle"):
         bench_cycle_time(args.cycles)

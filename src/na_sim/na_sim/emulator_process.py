@@ -3,6 +3,9 @@
 Tests and benchmarks that measure a driver's rate run the emulator here, as the simulated rig
 does, so that the emulator and the driver do not share one interpreter lock (in one process, a
 driver thread can make the emulator thread wait up to Python's 5 ms switch interval).
+``priority`` > 0 runs the emulator process under SCHED_FIFO (where the OS allows it): real
+servos answer within microseconds, and a benchmark of the driver should not measure how long a
+loaded machine keeps the emulator waiting (``EmulatorProcess.realtime`` says whether it took).
 
     with EmulatorProcess([11, 12, 13, 14, 15], wire_time=True, moving_truth=True) as bus:
         ... drive bus.port_path ...
@@ -42,12 +45,23 @@ class _Setup:
     moving_truth: bool
     firmware_version: int
     registers: dict[str, tuple[int, ...]]
+    priority: int = 0
 
 
 def _serve(connection, setup: _Setup) -> None:
     """Child process: build the servos and the emulator, then answer requests until "stop"."""
+    import os
+
     from na_sim.dxl_emulator import DxlBusEmulator
     from na_sim.servo_registers import ServoRegisters
+
+    realtime = False
+    if setup.priority:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(setup.priority))
+            realtime = True
+        except (AttributeError, OSError):
+            pass
 
     servos = [ServoRegisters(sid, firmware_version=setup.firmware_version) for sid in setup.servo_ids]
     for k, servo in enumerate(servos):
@@ -59,7 +73,7 @@ def _serve(connection, setup: _Setup) -> None:
     emulator = DxlBusEmulator(servos, baud_rate=setup.baud_rate, wire_time=setup.wire_time, faults=setup.faults,
                               on_read=truth).start()
     by_id = {servo.servo_id: servo for servo in servos}
-    connection.send(emulator.port_path)
+    connection.send((emulator.port_path, realtime))
     try:
         while True:
             request = connection.recv()
@@ -84,11 +98,12 @@ class EmulatorProcess:
     def __init__(self, servo_ids: Sequence[int], *, baud_rate: int = 1_000_000, wire_time: bool = True,
                  faults: DxlFaults | None = None, moving_truth: bool = False,
                  firmware_version: int = xm430.REGISTERS["firmware_version"].default,
-                 registers: dict[str, Sequence[int]] | None = None) -> None:
+                 registers: dict[str, Sequence[int]] | None = None, priority: int = 0) -> None:
         if baud_rate not in xm430.BAUD_RATES.values():
             raise ValueError(f"baud_rate must be one of {sorted(xm430.BAUD_RATES.values())}, got {baud_rate}")
         setup = _Setup(tuple(servo_ids), int(baud_rate), wire_time, faults, moving_truth, int(firmware_version),
-                       {name: tuple(int(v) for v in values) for name, values in (registers or {}).items()})
+                       {name: tuple(int(v) for v in values) for name, values in (registers or {}).items()},
+                       int(priority))
         context = multiprocessing.get_context("spawn")
         self._connection, child = context.Pipe()
         self._process = context.Process(target=_serve, args=(child, setup), daemon=True, name="dxl-emulator")
@@ -97,7 +112,7 @@ class EmulatorProcess:
         if not self._connection.poll(START_TIMEOUT_S):
             self._process.kill()
             raise RuntimeError("the emulator process did not start")
-        self.port_path: str = self._connection.recv()
+        self.port_path, self.realtime = self._connection.recv()
         self._report: EmulatorReport | None = None
 
     def get(self, servo_id: int, name: str) -> int:
