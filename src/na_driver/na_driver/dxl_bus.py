@@ -23,7 +23,10 @@ next request, every Sync Read is tagged and checked:
 * the caller's ``check(servo_id, data, sent_at, received_at)`` sees every intact reply of the
   right length before it is accepted; the arm driver uses it to compare the servo's Realtime
   Tick with the time the request was sent (``na_driver.reply_clock``), which catches late
-  replies of any age. A rejected reply does not end the wait for the servo's real answer.
+  replies of any age. A rejected reply does not end the wait for the servo's real answer;
+* a servo answers its requests in order, so an answer to an earlier request (wrong length) that
+  arrives after the reply accepted for that servo shows the accepted one was older still: it is
+  dropped again (a servo, or an emulator on a loaded machine, working through a backlog).
 
 Fast Sync Read (instruction 0x8A, XM430 firmware 45+) answers all servos in one status packet
 (ID 0xFE; per servo ERR, ID, data and a CRC over the packet so far). Segments are taken up to the
