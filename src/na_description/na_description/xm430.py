@@ -24,6 +24,10 @@ TEMPERATURE_UNIT_C = 1.0               # degC per unit
 RETURN_DELAY_UNIT_S = 2e-6             # s per Return Delay Time unit
 PROFILE_ACCEL_UNIT_RPM2 = 214.577      # rev/min^2 per Profile Acceleration unit
 BUS_WATCHDOG_UNIT_S = 0.020            # s per Bus Watchdog unit
+BUS_WATCHDOG_EXPIRED = -1              # Bus Watchdog value while its error is latched (e-manual, Bus Watchdog)
+BUS_WATCHDOG_MAX_UNITS = 127           # longest watchdog time: 127 x 20 ms = 2.54 s
+FIRMWARE_BUS_WATCHDOG = 38             # first firmware with the Bus Watchdog (e-manual, Bus Watchdog)
+FIRMWARE_FAST_SYNC_READ = 45           # first firmware answering Fast Sync Read (0x8A)
 
 # Stall and no-load figures at 12 V (datasheet), used to check the simulated servo.
 STALL_TORQUE_12V = 4.1                 # N*m
@@ -114,7 +118,7 @@ CONTROL_TABLE: tuple[Register, ...] = (
     _reg(84, 2, "position_p_gain", "RW", "RAM", 800, lo=0, hi=16383),
     _reg(88, 2, "feedforward_2nd_gain", "RW", "RAM", 0, lo=0, hi=16383),
     _reg(90, 2, "feedforward_1st_gain", "RW", "RAM", 0, lo=0, hi=16383),
-    _reg(98, 1, "bus_watchdog", "RW", "RAM", 0, lo=0, hi=127),
+    _reg(98, 1, "bus_watchdog", "RW", "RAM", 0, signed=True, lo=0, hi=127),     # reads -1 once expired
     _reg(100, 2, "goal_pwm", "RW", "RAM", 0, signed=True, lo=-PWM_FULL_SCALE, hi=PWM_FULL_SCALE),
     _reg(102, 2, "goal_current", "RW", "RAM", 0, signed=True, lo=-1193, hi=1193),
     _reg(104, 4, "goal_velocity", "RW", "RAM", 0, signed=True, lo=-1023, hi=1023),

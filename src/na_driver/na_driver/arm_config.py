@@ -52,6 +52,8 @@ class ArmConfig:
     reopen_interval: float                 # s between attempts to reopen a lost port
     frame_id: str
     robot_spec: RobotSpec                  # IDs, names, homing, directions, gripper map, limits
+    bus_watchdog_ms: float = 100.0         # follower: servos stop on their own this long after the host's last packet
+    thread_priority: int = 50              # SCHED_FIFO priority of the bus loop thread, 0 = normal scheduling
 
     @property
     def period(self) -> float:
@@ -105,6 +107,8 @@ def default_parameters(spec: RobotSpec | None = None) -> dict[str, Any]:
         "reply_timeout": 0.0,
         "reopen_interval": 1.0,
         "frame_id": spec.base_frame,
+        "bus_watchdog_ms": 100.0,                # 5 units of 20 ms; 0 = off (e-manual, Bus Watchdog)
+        "thread_priority": 50,                   # like ros2_control's update thread; 0 = normal scheduling
     }
 
 
@@ -208,10 +212,21 @@ def build_config(params: Mapping[str, Any]) -> ArmConfig:
     reopen = float(p["reopen_interval"])
     if not reopen > 0:
         raise ConfigError(f"parameter 'reopen_interval' must be positive, got {reopen}")
+    watchdog_ms = float(p["bus_watchdog_ms"])
+    max_watchdog_ms = xm430.BUS_WATCHDOG_MAX_UNITS * xm430.BUS_WATCHDOG_UNIT_S * 1e3
+    unit_ms = xm430.BUS_WATCHDOG_UNIT_S * 1e3
+    if not (watchdog_ms == 0 or unit_ms <= watchdog_ms <= max_watchdog_ms):
+        raise ConfigError(f"parameter 'bus_watchdog_ms' must be 0 (off) or in {unit_ms:.0f}..{max_watchdog_ms:.0f} ms, "
+                          f"got {watchdog_ms}")
+    priority = int(p["thread_priority"])
+    if not 0 <= priority <= 99:
+        raise ConfigError(f"parameter 'thread_priority' must be 0 (normal scheduling) or 1..99 (SCHED_FIFO), "
+                          f"got {priority}")
 
     return ArmConfig(
         port=port, role=role, baud_rate=baud, operating_mode=_operating_mode(p["operating_mode"]), loop_rate=loop_rate,
         position_p_gain=tuple(gains["position_p_gain"]), position_i_gain=tuple(gains["position_i_gain"]),
         position_d_gain=tuple(gains["position_d_gain"]), current_limit=tuple(current), return_delay_us=delay,
         temperature_warning=warn, temperature_trip=trip, error_timeout=error_timeout, bus_retries=retries,
-        reply_timeout=reply_timeout, reopen_interval=reopen, frame_id=str(p["frame_id"]), robot_spec=spec)
+        reply_timeout=reply_timeout, reopen_interval=reopen, frame_id=str(p["frame_id"]), robot_spec=spec,
+        bus_watchdog_ms=watchdog_ms, thread_priority=priority)

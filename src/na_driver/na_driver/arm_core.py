@@ -9,6 +9,17 @@ Joint-side quantities follow docs/INTERFACES.md: joint angle = direction * servo
 offset (``RobotSpec.servo_to_joint``); velocity, current and PWM take the direction's sign. The
 servo's own Homing Offset and Drive Mode registers are set to 0 (the mapping lives in software,
 in one place).
+
+Every cycle reads one block per servo (``na_driver.state_layout``: an indirect block of exactly
+what is published plus Realtime Tick and Bus Watchdog, or the direct block 120..146), as a Fast
+Sync Read when every servo's firmware has it and the servos answer it at start-up, else as a
+Sync Read. A reply is accepted only if its Realtime Tick shows it was sampled after the request
+(``na_driver.reply_clock``): a late reply is counted and never published.
+
+Bus Watchdog (follower, ``bus_watchdog_ms``): armed after torque-on, so that the servos stop and
+hold on their own when this host stops talking to them (process killed, USB unplugged). An
+expired watchdog (seen in the block, or inferred from a bus silence longer than the watchdog time)
+is cleared and re-armed, with a warning.
 """
 
 from __future__ import annotations
@@ -18,18 +29,23 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from na_common.diagnostics import ERROR, OK, WARN, Level
 from na_description import xm430
+from na_driver import state_layout
 from na_driver.arm_config import ArmConfig
 from na_driver.arm_health import HealthEvent, HealthMonitor
 from na_driver.dxl_bus import BusError, DxlBus, PortLostError, PortOpenError, ServoReply
+from na_driver.reply_clock import ServoClock
+from na_driver.state_layout import StateLayout
 
 REG = xm430.REGISTERS
-STATE_START, STATE_LENGTH = xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_LENGTH
+READ_MODES = ("auto", "sync", "fast")
+LAYOUT_CHOICES = ("auto", "indirect", "direct")
+_FAST_PROBES = 5                   # Fast Sync Reads tried at start-up before falling back to Sync Read
 _TORQUE = REG["torque_enable"]
 _GOAL = REG["goal_position"]
 _PRESENT = REG["present_position"]
@@ -68,7 +84,6 @@ class ArmSample:
     partial_errors: int
     dropped_cycles: int
     bus_cycle_duration: float      # s
-    raw_present_position: list[int | None] = field(default_factory=list)   # pulses, None when stale
 
 
 def _log_default(level: int, message: str) -> None:
@@ -78,7 +93,11 @@ def _log_default(level: int, message: str) -> None:
 class ArmDriverCore:
     """Start-up sequence, per-cycle bus exchange and safety logic of one arm."""
 
-    def __init__(self, config: ArmConfig, log: Logger | None = None, bus: DxlBus | None = None) -> None:
+    def __init__(self, config: ArmConfig, log: Logger | None = None, bus: DxlBus | None = None,
+                 read_mode: str = "auto", layout: str = "auto") -> None:
+        """``read_mode`` and ``layout`` force a bus path (benchmarks); "auto" picks the best the servos answer."""
+        if read_mode not in READ_MODES or layout not in LAYOUT_CHOICES:
+            raise ValueError(f"read_mode must be one of {READ_MODES} and layout one of {LAYOUT_CHOICES}")
         self.config = config
         self.spec = config.robot_spec
         self.log = log or _log_default
@@ -96,7 +115,6 @@ class ArmDriverCore:
         self._pwm = nan.copy()
         self._voltage = nan.copy()
         self._temperature = nan.copy()
-        self._raw_position: list[int | None] = [None] * n
         self._hw_error = [0] * n
         self._hw_error_read_at = [-math.inf] * n
         self._goal_joint = nan.copy()             # rad, joint side, what the servos were last commanded
@@ -115,6 +133,14 @@ class ArmDriverCore:
         self.clamped_commands = 0
         self.alerts: list[HealthEvent] = []        # events of the last cycle (for tests and the node log)
         self.reopen_attempts = 0
+        self._read_mode, self._layout_choice = read_mode, layout
+        self.layout: StateLayout = state_layout.DIRECT if layout == "direct" else state_layout.INDIRECT
+        self.fast_read = False                     # Fast Sync Read in use (decided at start-up)
+        self.firmware: dict[int, int] = {}
+        self._clocks = {sid: ServoClock() for sid in self.ids}
+        self.watchdog_units = round(config.bus_watchdog_ms * 1e-3 / xm430.BUS_WATCHDOG_UNIT_S)
+        self.watchdog_armed = False
+        self.watchdog_expiries = 0                 # expired Bus Watchdogs seen (and cleared) while running
 
     # ---- start-up -------------------------------------------------------------------------
     def start(self) -> None:
@@ -143,6 +169,13 @@ class ArmDriverCore:
                  if model != xm430.MODEL_NUMBER]
         if wrong:
             raise StartupError(f"{where}: {'; '.join(wrong)}, expected {xm430.MODEL_NUMBER} ({self.spec.servo_model})")
+        self.firmware = {sid: self._read_register(sid, "firmware_version") for sid in self.ids}
+        old = [sid for sid, version in self.firmware.items() if version < xm430.FIRMWARE_BUS_WATCHDOG]
+        if old and self.config.is_follower and self.watchdog_units:
+            self.log(WARN, f"{where}: servo(s) {old} have firmware older than v{xm430.FIRMWARE_BUS_WATCHDOG}, without "
+                           f"Bus Watchdog: they keep their last goal if this host dies")
+        for clock in self._clocks.values():
+            clock.reset()
         for k, sid in enumerate(self.ids):
             self._write_eeprom_settings(k, sid)
             self._write_ram_settings(k, sid)
@@ -154,6 +187,7 @@ class ArmDriverCore:
         for k, sid in enumerate(self.ids):
             goal = xm430.decode_value(_GOAL, self.bus.read(sid, _GOAL.address, _GOAL.size).data)
             self._goal_joint[k] = self._servo_to_joint_index(k, float(xm430.pulses_to_rad(goal)))
+        self._choose_read_mode(where)
         if self.config.is_follower:
             if self.health.tripped:
                 self.log(ERROR, "follower stays torque-off: " + "; ".join(s.label for s in self.health.tripped))
@@ -161,9 +195,35 @@ class ArmDriverCore:
                 self._enable_torque_at_present_pose()
         else:
             self._set_torque_all(False)   # leader: kinesthetic, moved by hand
+        watchdog = (f", bus watchdog {self.watchdog_units * xm430.BUS_WATCHDOG_UNIT_S * 1e3:.0f} ms"
+                    if self.watchdog_armed else "")
         self.log(OK, f"{self.config.role} arm up on '{self.config.port}': servos {self.ids}, "
                      f"mode {xm430.OPERATING_MODES[self.config.operating_mode]}, torque "
-                     f"{'on' if self.torque_enabled else 'off'}")
+                     f"{'on' if self.torque_enabled else 'off'}{watchdog}; reading the {self.layout.name} "
+                     f"{self.layout.length}-byte block by {'Fast ' if self.fast_read else ''}Sync Read")
+
+    def _choose_read_mode(self, where: str) -> None:
+        """Fast Sync Read when every servo's firmware has it and they answer it now; else Sync Read."""
+        self.fast_read = False
+        if self._read_mode == "sync":
+            return
+        old = [sid for sid, version in self.firmware.items() if version < xm430.FIRMWARE_FAST_SYNC_READ]
+        if old:
+            if self._read_mode == "fast":
+                raise StartupError(f"{where}: servo(s) {old} have no Fast Sync Read "
+                                   f"(firmware older than v{xm430.FIRMWARE_FAST_SYNC_READ})")
+            return
+        for _ in range(_FAST_PROBES):
+            # One intact part of a Fast Sync Read reply shows the servos answer it (on a noisy bus a corrupted
+            # byte loses the parts after it; the per-cycle retries are plain Sync Reads).
+            result = self.bus.sync_read(self.ids, self.layout.address, self.layout.length, fast=True,
+                                        check=self._check_reply, retries=0)
+            if result.fast_replies:
+                self.fast_read = True
+                return
+        if self._read_mode == "fast":
+            raise StartupError(f"{where}: the servos did not answer {_FAST_PROBES} Fast Sync Reads")
+        self.log(WARN, f"{where}: the servos did not answer Fast Sync Read; using Sync Read")
 
     def _eeprom_targets(self, k: int) -> dict[str, int]:
         return {
@@ -190,6 +250,7 @@ class ArmDriverCore:
                 raise StartupError(f"servo ID {sid}: EEPROM '{name}' reads back {back} after writing {value}")
 
     def _write_ram_settings(self, k: int, sid: int) -> None:
+        """Gains, a cleared Bus Watchdog (an expired one makes the goals read-only) and the indirect map."""
         gains = {"position_p_gain": self.config.position_p_gain[k], "position_i_gain": self.config.position_i_gain[k],
                  "position_d_gain": self.config.position_d_gain[k]}
         for name, value in gains.items():
@@ -197,6 +258,51 @@ class ArmDriverCore:
             back = self._read_register(sid, name)
             if back != value:
                 raise StartupError(f"servo ID {sid}: '{name}' reads back {back} after writing {value}")
+        self._clear_watchdog(sid)
+        if self.layout is state_layout.INDIRECT:
+            self._write_indirect_map(sid)
+
+    def _write_indirect_map(self, sid: int) -> None:
+        """Point Indirect Address 1..N at the state block; fall back to the direct block if a servo refuses."""
+        wanted = state_layout.indirect_map()
+        try:
+            self.bus.write(sid, state_layout.INDIRECT_MAP_ADDRESS, wanted)
+            back = self.bus.read(sid, state_layout.INDIRECT_MAP_ADDRESS, len(wanted)).data
+            if back != wanted:
+                raise BusError(f"servo {sid}: the indirect addresses read back differently")
+        except BusError as exc:
+            if self._layout_choice == "indirect":
+                raise
+            self.layout = state_layout.DIRECT
+            self.log(WARN, f"{self.config.role} arm: indirect state block refused ({exc}); reading the direct block")
+
+    # ---- Bus Watchdog ----------------------------------------------------------------------------
+    def _has_watchdog(self, sid: int) -> bool:
+        return self.firmware.get(sid, 0) >= xm430.FIRMWARE_BUS_WATCHDOG
+
+    def _clear_watchdog(self, sid: int) -> None:
+        if self._has_watchdog(sid):
+            self._write_register(sid, "bus_watchdog", 0)
+
+    def _arm_watchdogs(self) -> None:
+        """Follower with torque on: the servos stop on their own after ``bus_watchdog_ms`` without a packet."""
+        if not (self.config.is_follower and self.watchdog_units):
+            return
+        for sid in self.ids:
+            if self._has_watchdog(sid):
+                self._write_register(sid, "bus_watchdog", self.watchdog_units)
+        self.watchdog_armed = True
+
+    def _recover_watchdogs(self, indices: list[int], silent_for: float) -> None:
+        """Expired watchdogs: the servos stopped and hold; clear, re-arm, and let the next command through."""
+        self.watchdog_expiries += 1
+        servos = [self.ids[k] for k in indices]
+        cause = f" after {silent_for * 1e3:.0f} ms without a packet" if silent_for > 0 else ""
+        self.log(WARN, f"{self.config.role} arm: Bus Watchdog of servo(s) {servos} expired{cause}: they stopped "
+                       f"and held; clearing and re-arming")
+        for sid in servos:
+            self.bus.write(sid, REG["bus_watchdog"].address, b"\x00", retries=1)
+            self.bus.write(sid, REG["bus_watchdog"].address, bytes([self.watchdog_units]), retries=1)
 
     def _read_register(self, sid: int, name: str) -> int:
         reg = REG[name]
@@ -210,16 +316,20 @@ class ArmDriverCore:
         for sid in self.ids:
             self._write_register(sid, "torque_enable", int(enable))
         self.torque_enabled = enable
+        if not enable:
+            self.watchdog_armed = False    # the watchdog only runs with torque on
 
     def _enable_torque_at_present_pose(self) -> None:
-        """Goal := present position, then torque on: the arm does not jump."""
+        """Goal := present position, then torque on and the Bus Watchdog armed: the arm does not jump."""
         for k, sid in enumerate(self.ids):
+            self._clear_watchdog(sid)     # an expired watchdog would refuse the goal
             present = xm430.decode_value(_PRESENT, self.bus.read(sid, _PRESENT.address, _PRESENT.size).data)
             self._write_register(sid, "goal_position", present)
             self._goal_joint[k] = self._servo_to_joint_index(k, float(xm430.pulses_to_rad(present)))
         with self._command_lock:
             self._command = None          # an old command must not move the arm after re-enabling
         self._set_torque_all(True)
+        self._arm_watchdogs()
 
     # ---- conversions ------------------------------------------------------------------------
     def _servo_to_joint_index(self, k: int, servo_angle: float) -> float:
@@ -274,11 +384,14 @@ class ArmDriverCore:
             completed = time.monotonic()
         else:
             try:
+                silent_for = started - self.bus.last_tx_at
                 self._serve_requests()
                 if self.config.is_follower:
                     self._write_command()
-                result = self.bus.sync_read(self.ids, STATE_START, STATE_LENGTH, deadline=deadline)
+                result = self.bus.sync_read(self.ids, self.layout.address, self.layout.length, deadline=deadline,
+                                            fast=self.fast_read, check=self._check_reply)
                 replies, completed = result.replies, result.completed
+                self._check_watchdogs(replies, silent_for)
                 self._refresh_hardware_errors(replies, completed)
             except PortLostError as exc:
                 self._on_port_lost(exc)
@@ -292,25 +405,44 @@ class ArmDriverCore:
         self._handle_events()
         return self._sample(completed, stale)
 
+    def _check_reply(self, servo_id: int, data: bytes, sent_at: float, received_at: float) -> str | None:
+        """The bus's reply check: None if the block was sampled after the request (Realtime Tick), else why not."""
+        tick = self.layout.value(data, "realtime_tick")
+        return self._clocks[servo_id].judge(tick, sent_at, received_at)
+
+    def _check_watchdogs(self, replies: dict[int, ServoReply], silent_for: float) -> None:
+        """Recover servos whose Bus Watchdog expired (read in the block, or inferred from a long silence)."""
+        if not self.watchdog_armed or self.port_lost:
+            return
+        if self.layout.has("bus_watchdog"):
+            expired = [k for k, sid in enumerate(self.ids) if sid in replies
+                       and self.layout.value(replies[sid].data, "bus_watchdog") == xm430.BUS_WATCHDOG_EXPIRED]
+        elif silent_for > self.watchdog_units * xm430.BUS_WATCHDOG_UNIT_S:
+            expired = [k for k, sid in enumerate(self.ids) if self._has_watchdog(sid)]
+        else:
+            expired = []
+        if expired:
+            self._recover_watchdogs(expired, silent_for)
+
     def _decode(self, replies: dict[int, ServoReply], now: float) -> list[bool]:
         stale = []
+        layout = self.layout
         for k, sid in enumerate(self.ids):
             reply = replies.get(sid)
             if reply is None:
                 stale.append(True)
                 continue
             raw = reply.data
-            block = xm430.decode_state_block(raw)
-            self._raw_position[k] = xm430.decode_value(_PRESENT, raw[_PRESENT.address - STATE_START:])
-            self._position_servo[k] = block.position
-            self._velocity[k] = block.velocity
-            self._current[k] = block.current
-            self._pwm[k] = block.pwm
-            self._voltage[k] = block.input_voltage
-            self._temperature[k] = block.temperature
+            self._position_servo[k] = float(xm430.pulses_to_rad(layout.value(raw, "present_position")))
+            self._velocity[k] = float(xm430.velocity_units_to_rad_s(layout.value(raw, "present_velocity")))
+            self._current[k] = float(xm430.current_units_to_amp(layout.value(raw, "present_current")))
+            self._pwm[k] = float(xm430.pwm_units_to_fraction(layout.value(raw, "present_pwm")))
+            self._voltage[k] = float(xm430.voltage_units_to_volt(layout.value(raw, "present_input_voltage")))
+            temperature = layout.value(raw, "present_temperature") * xm430.TEMPERATURE_UNIT_C
+            self._temperature[k] = temperature
             if not reply.alert:
                 self._hw_error[k] = 0
-            self.alerts.extend(self.health.update_reply(k, now, block.temperature, self._hw_error[k]))
+            self.alerts.extend(self.health.update_reply(k, now, temperature, self._hw_error[k]))
             stale.append(False)
         return stale
 
@@ -365,8 +497,7 @@ class ArmDriverCore:
             input_voltage=self._voltage.copy(), temperature=self._temperature.copy(),
             hardware_error=list(self._hw_error), stale=stale, timeout_errors=c.timeouts, crc_errors=c.crc_errors,
             partial_errors=c.partial_replies, dropped_cycles=self.dropped_cycles,
-            bus_cycle_duration=self.last_bus_duration,
-            raw_present_position=[None if s else p for s, p in zip(stale, self._raw_position, strict=True)])
+            bus_cycle_duration=self.last_bus_duration)
 
     # ---- port loss ---------------------------------------------------------------------------
     def _on_port_lost(self, exc: BaseException) -> None:
@@ -398,6 +529,8 @@ class ArmDriverCore:
         missing = [sid for sid in self.ids if self.bus.ping(sid) is None]
         if missing:
             raise BusError(f"servo ID(s) {', '.join(map(str, missing))} do not answer after reopening")
+        for clock in self._clocks.values():
+            clock.reset()                 # the servos may have been power-cycled: their clocks restarted
         for k, sid in enumerate(self.ids):
             self._write_ram_settings(k, sid)
         if self.config.is_follower and torque_was_enabled and not self.health.tripped:
@@ -457,6 +590,7 @@ class ArmDriverCore:
             while self.bus.ping(sid) is None:
                 if time.monotonic() > give_up:
                     raise BusError(f"{servo.label} did not answer after the reboot")
+            self._clocks[sid].reset()     # a reboot restarts the servo's Realtime Tick
             self._write_eeprom_settings(k, sid)
             self._write_ram_settings(k, sid)
             self._hw_error[k] = self.bus.read(sid, _HW_ERROR.address, 1).data[0]

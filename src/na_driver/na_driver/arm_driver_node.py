@@ -61,6 +61,8 @@ PARAMETER_DESCRIPTIONS = {
     "bus_retries": "Sync Read retries per cycle for servos whose reply was missing or corrupt",
     "reply_timeout": "s to wait for replies per transaction; 0 derives it from the baud rate",
     "reopen_interval": "s between attempts to reopen a lost port",
+    "bus_watchdog_ms": "follower: servos stop and hold on their own this long after the last packet (0 = off)",
+    "thread_priority": "SCHED_FIFO priority of the bus loop thread (0 = normal scheduling; needs CAP_SYS_NICE)",
     "frame_id": "header frame_id of arm_state / joint_states",
 }
 
@@ -83,7 +85,8 @@ class ArmDriverNode(Node):
             self.create_timer(1.0, self._publish_diagnostics)
             self.published = 0
             self._loop = DeadlineLoop(self.config.period, self._step, name=f"arm-bus {self.config.role}",
-                                      on_error=self._on_loop_error)
+                                      on_error=self._on_loop_error, priority=self.config.thread_priority,
+                                      on_warning=self.get_logger().warning)
             self._loop.start()
         except BaseException:
             self.core.shutdown()          # e.g. SIGTERM while starting: the follower must not stay torqued
@@ -101,12 +104,16 @@ class ArmDriverNode(Node):
     def _step(self) -> None:
         sample = self.core.cycle()
         self.core.dropped_cycles = self._loop.dropped_cycles
+        if not self.context.ok():
+            return          # SIGINT/SIGTERM shut the context down: close() stops this loop and turns torque off
         stamp = stamp_at(self, sample.stamp)
         self._state_pub.publish(self._arm_state(sample, stamp))
         self._joint_pub.publish(self._joint_state(sample, stamp))
         self.published += 1
 
     def _on_loop_error(self, exc: BaseException) -> None:
+        if not self.context.ok():
+            return          # a publish raced the shutdown of the context: not a failure, close() follows
         self.get_logger().fatal(f"bus loop failed: {exc!r}; shutting the arm down")
         self.core.shutdown()
         if not self.failed.done():
@@ -190,6 +197,10 @@ class ArmDriverNode(Node):
             "torque_enabled": core.torque_enabled,
             "clamped_commands": core.clamped_commands,
             "reopen_attempts": core.reopen_attempts,
+            "watchdog_expiries": core.watchdog_expiries,
+            "realtime_priority": loop.priority if loop.realtime else 0,
+            "read": f"{core.layout.name} block, {'fast ' if core.fast_read else ''}sync read",
+            **{f"run_{k}": v for k, v in loop.run.summary().items()},     # whole run, not the last 1000 cycles
             **counters.as_dict(),
         }
         statuses = [diagnostic_status(f"{name}: bus", self.config.port, *core.bus_status(loop.running), values)]

@@ -10,6 +10,27 @@ The SDK's own receive timeout for a Sync Read is (11 + length) x n_servos millis
 (170 ms for five servos), far above a 10 ms control period, so this module sets its own
 timeout after each request and dispatches the replies by servo ID itself (the SDK's
 ``GroupSyncRead`` stops at the first missing reply and would lose the later ones).
+
+Late replies. Protocol 2.0 status packets carry no sequence number: a reply that missed its
+transaction's timeout (a slow USB adapter, a delayed servo) arrives during a later transaction
+and looks exactly like an answer to it. The SDK empties the input buffer before every request,
+which removes late replies that arrive *between* transactions; for those that arrive after the
+next request, every Sync Read is tagged and checked:
+
+* transaction tag: consecutive Sync Reads ask for ``length + pad`` bytes starting ``pad`` bytes
+  early, ``pad`` cycling through 0 .. TAGS-1, so a reply to one of the previous TAGS-1 Sync Reads
+  has the wrong length (counted in ``late_replies``, never used);
+* the caller's ``check(servo_id, data, sent_at, received_at)`` sees every intact reply of the
+  right length before it is accepted; the arm driver uses it to compare the servo's Realtime
+  Tick with the time the request was sent (``na_driver.reply_clock``), which catches late
+  replies of any age. A rejected reply does not end the wait for the servo's real answer;
+* a servo answers its requests in order, so an answer to an earlier request (wrong length) that
+  arrives after the reply accepted for that servo shows the accepted one was older still: it is
+  dropped again (a servo, or an emulator on a loaded machine, working through a backlog).
+
+Fast Sync Read (instruction 0x8A, XM430 firmware 45+) answers all servos in one status packet
+(ID 0xFE; per servo ERR, ID, data and a CRC over the packet so far). Segments are taken up to the
+first one whose CRC fails, so one corrupted byte does not cost the servos before it.
 """
 
 from __future__ import annotations
@@ -18,6 +39,7 @@ import contextlib
 import os
 import termios
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import dynamixel_sdk as sdk
@@ -33,6 +55,34 @@ STATUS_ERROR_MASK = 0x7F       # low 7 bits of ERR: the instruction's error numb
 ALERT_BIT = 0x80
 READ_POLL_S = 0.0005           # longest a single port read blocks waiting for bytes
 SETUP_TIMEOUT_S = 0.025        # like the SDK's own default (2 x 16 ms latency timer + 2 ms) rounded down
+TAGS = 3                       # distinct reply lengths of consecutive Sync Reads (transaction tags)
+_BROADCAST_ID = 0xFE
+_FAST_SEGMENT_OVERHEAD = 4     # ERR, ID and CRC of one servo's part of a Fast Sync Read reply
+_FAST_PARAM_INDEX = 8          # first byte after FF FF FD 00 FE LEN_L LEN_H 0x55
+
+ReplyCheck = Callable[[int, bytes, float, float], "str | None"]
+"""(servo ID, data, request sent at, reply received at; time.monotonic()) -> None to accept, else the reason:
+"late" (an answer to an earlier request) or "implausible"."""
+
+
+def _crc_table() -> tuple[int, ...]:
+    table = []
+    for byte in range(256):
+        crc = byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x8005) if crc & 0x8000 else (crc << 1)
+        table.append(crc & 0xFFFF)
+    return tuple(table)
+
+
+_CRC_TABLE = _crc_table()
+
+
+def crc16(data, crc: int = 0) -> int:
+    """Protocol 2.0 CRC-16 (polynomial 0x8005, MSB first), continued from ``crc``."""
+    for byte in data:
+        crc = ((crc << 8) ^ _CRC_TABLE[((crc >> 8) ^ byte) & 0xFF]) & 0xFFFF
+    return crc
 
 
 class BusError(RuntimeError):
@@ -58,6 +108,9 @@ class BusCounters:
     status_errors: int = 0     # replies whose ERR byte reported an instruction error
     retries: int = 0           # transactions repeated after a failure
     port_errors: int = 0       # OS-level read/write failures of the port
+    late_replies: int = 0      # intact replies rejected as answers to an earlier request (never used)
+    implausible_replies: int = 0   # intact replies rejected by the caller's check for another reason
+    fast_reads: int = 0        # Sync Reads sent as Fast Sync Read
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -82,6 +135,7 @@ class SyncReadResult:
     duration: float = 0.0          # s, bus time of all attempts
     completed: float = 0.0         # time.monotonic() when the last attempt ended
     attempts: int = 0
+    fast_replies: int = 0          # replies that came in the Fast Sync Read of the first attempt
 
 
 def default_reply_timeout(baud_rate: int, reply_bytes: int, usb_latency_s: float = 0.001) -> float:
@@ -107,6 +161,8 @@ class DxlBus:
         self.counters = BusCounters()
         self._port: sdk.PortHandler | None = None
         self._packet = sdk.PacketHandler(2.0)
+        self._tag = 0
+        self.last_tx_at = -float("inf")     # time.monotonic() when the last instruction packet was sent
 
     # ---- port ----------------------------------------------------------------------------
     @property
@@ -166,67 +222,132 @@ class DxlBus:
             raise PortLostError(f"serial port '{self.port_name}' failed: {exc}") from exc
 
     # ---- receive -------------------------------------------------------------------------
-    def _receive(self, port: sdk.PortHandler, expected: dict[int, int], timeout: float) -> dict[int, ServoReply]:
-        """Collect status packets from the servos in ``expected`` (ID -> parameter bytes).
+    def _receive(self, port: sdk.PortHandler, expected: dict[int, int], timeout: float, pad: int = 0,
+                 sent_at: float = 0.0, check: ReplyCheck | None = None) -> dict[int, ServoReply]:
+        """Collect status packets from the servos in ``expected`` (ID -> parameter bytes, ``pad`` included).
 
-        Dispatches by ID, so one lost reply does not cost the others. Counts corrupt packets
-        and status errors. Stops when all replies are in or the timeout has passed.
+        Dispatches by ID, so one lost reply does not cost the others; takes the parts of a Fast Sync
+        Read reply too. Counts corrupt packets, status errors and late replies. Stops when all
+        replies are in or the timeout has passed. Returned data has the ``pad`` bytes removed.
         """
         port.setPacketTimeoutMillis(timeout * 1000.0)
         deadline = time.monotonic() + timeout
         replies: dict[int, ServoReply] = {}
         while len(replies) < len(expected):
-            packet, result = self._os_call(self._packet.rxPacket, port, False)
+            packet, result = self._os_call(self._packet.rxPacket, port, True)
+            received_at = time.monotonic()
             if result == sdk.COMM_RX_TIMEOUT:
                 break
+            fast = len(packet) > _STATUS_ID_INDEX and packet[_STATUS_ID_INDEX] == _BROADCAST_ID
             if result != sdk.COMM_SUCCESS:
                 # COMM_RX_CORRUPT: bad CRC, or a packet cut short by the timeout.
                 self.counters.crc_errors += 1
-                if time.monotonic() >= deadline:
-                    break
-                continue
-            servo_id = packet[_STATUS_ID_INDEX]
-            if servo_id not in expected or servo_id in replies:
-                continue   # a late reply to an earlier request, or a duplicate
-            # LEN counts INST, ERR, parameters and CRC; the SDK leaves unstuffed packets untrimmed.
-            n_params = (packet[5] | (packet[6] << 8)) - 4
-            params = bytes(packet[_STATUS_PARAM_INDEX:_STATUS_PARAM_INDEX + n_params])
-            error = packet[_STATUS_ERR_INDEX]
-            if error & STATUS_ERROR_MASK:
-                self.counters.status_errors += 1
-                continue
-            if len(params) != expected[servo_id]:
-                self.counters.crc_errors += 1   # framing is intact but the length is wrong
-                continue
-            replies[servo_id] = ServoReply(params, error)
+                parts = self._fast_parts(packet, expected, partial=True) if fast else []
+            elif fast:
+                parts = self._fast_parts(packet, expected, partial=False)
+            else:
+                packet = self._packet.removeStuffing(packet)
+                # LEN counts INST, ERR, parameters and CRC.
+                n_params = (packet[5] | (packet[6] << 8)) - 4
+                parts = [(packet[_STATUS_ID_INDEX], packet[_STATUS_ERR_INDEX],
+                          bytes(packet[_STATUS_PARAM_INDEX:_STATUS_PARAM_INDEX + n_params]))]
+            for servo_id, error, params in parts:
+                self._take(replies, expected, servo_id, error, params, pad, sent_at, received_at, check)
+            if result != sdk.COMM_SUCCESS and time.monotonic() >= deadline:
+                break
         if len(replies) < len(expected):
             self.counters.timeouts += 1
         return replies
 
+    def _take(self, replies: dict[int, ServoReply], expected: dict[int, int], servo_id: int, error: int,
+              params: bytes, pad: int, sent_at: float, received_at: float, check: ReplyCheck | None) -> None:
+        """Accept one servo's reply into ``replies`` unless it is foreign, erroneous, late or implausible."""
+        if servo_id not in expected:
+            return                      # another device, or a servo this transaction did not ask
+        if error & STATUS_ERROR_MASK:
+            self.counters.status_errors += 1
+            return
+        if len(params) != expected[servo_id] or servo_id in replies:
+            verdict = "late"            # another transaction's length, or a second answer
+        else:
+            data = params[pad:]
+            verdict = check(servo_id, data, sent_at, received_at) if check is not None else None
+        if verdict is None:
+            replies[servo_id] = ServoReply(data, error)
+        elif verdict == "late":
+            self.counters.late_replies += 1
+            if replies.pop(servo_id, None) is not None:
+                # A servo answers its requests in order: an answer to an earlier request that arrives after the
+                # one accepted here shows that one was earlier still (a servo working through a backlog).
+                self.counters.late_replies += 1
+        else:
+            self.counters.implausible_replies += 1
+
+    def _fast_parts(self, packet: list[int], expected: dict[int, int], partial: bool) -> list[tuple[int, int, bytes]]:
+        """(ID, ERR, data) of each servo in a Fast Sync Read reply whose own CRC holds.
+
+        All servos of one transaction ask for the same length; a packet whose size does not fit that
+        length answers another transaction (late). With ``partial`` (the packet CRC failed or the
+        packet was cut short) the segments before the first broken one are still good.
+        """
+        length = next(iter(expected.values()))
+        segment = length + _FAST_SEGMENT_OVERHEAD
+        declared = (packet[5] | (packet[6] << 8)) - 1 if len(packet) > 6 else 0
+        if not partial and (declared <= 0 or declared % segment):
+            self.counters.late_replies += 1
+            return []
+        parts, crc, start = [], crc16(packet[:_FAST_PARAM_INDEX]), _FAST_PARAM_INDEX
+        while start + segment <= len(packet):
+            body_end = start + segment - 2
+            crc = crc16(packet[start:body_end], crc)
+            if crc != (packet[body_end] | (packet[body_end + 1] << 8)):
+                break
+            parts.append((packet[start + 1], packet[start], bytes(packet[start + 2:body_end])))
+            crc = crc16(packet[body_end:body_end + 2], crc)
+            start += segment
+        return parts
+
     # ---- transactions --------------------------------------------------------------------
-    def sync_read(self, ids: list[int], address: int, length: int, deadline: float | None = None) -> SyncReadResult:
+    def sync_read(self, ids: list[int], address: int, length: int, deadline: float | None = None, *,
+                  fast: bool = False, check: ReplyCheck | None = None, retries: int | None = None) -> SyncReadResult:
         """One Sync Read of ``length`` bytes from ``address`` of every servo in ``ids``.
 
-        Missing servos are asked again (bounded by ``retries`` and by ``deadline``, a
-        ``time.monotonic()`` value; no retry starts that could still be waiting at the deadline).
+        Missing servos are asked again (bounded by ``retries``, default the bus's, and by ``deadline``, a
+        ``time.monotonic()`` value; no retry starts that could still be waiting at the deadline). With
+        ``fast`` the first attempt is a Fast Sync Read, retries are plain Sync Reads (one packet per
+        servo survives a corrupted byte better). The TAGS-1 bytes before ``address`` must be readable.
         """
         port = self._require_port()
         result = SyncReadResult()
         start = time.monotonic()
         pending = list(ids)
-        for attempt in range(self.retries + 1):
-            timeout = self.reply_timeout(len(pending) * (_STATUS_OVERHEAD + length))
+        retries = self.retries if retries is None else retries
+        for attempt in range(retries + 1):
+            use_fast = fast and attempt == 0
+            pad = (self._tag + 1) % TAGS       # the tag advances only with a request that is sent
+            read_length = length + pad
+            if use_fast:
+                reply_bytes = _FAST_PARAM_INDEX + len(pending) * (read_length + _FAST_SEGMENT_OVERHEAD)
+            else:
+                reply_bytes = len(pending) * (_STATUS_OVERHEAD + read_length)
+            timeout = self.reply_timeout(reply_bytes)
             if attempt > 0:
                 if deadline is not None and time.monotonic() + timeout > deadline:
                     break    # a retry that could end after the deadline would cost the loop its rate
                 self.counters.retries += 1
             self.counters.transactions += 1
+            self.counters.fast_reads += use_fast
             result.attempts += 1
-            tx = self._os_call(self._packet.syncReadTx, port, address, length, list(pending), len(pending), False)
+            self._tag = pad
+            sent_at = self.last_tx_at = time.monotonic()
+            tx = self._os_call(self._packet.syncReadTx, port, address - pad, read_length, list(pending), len(pending),
+                               use_fast)
             if tx != sdk.COMM_SUCCESS:
                 port.is_using = False
                 continue
-            got = self._receive(port, {sid: length for sid in pending}, timeout)
+            got = self._receive(port, {sid: read_length for sid in pending}, timeout, pad, sent_at, check)
+            if use_fast:
+                result.fast_replies = len(got)
             if got and len(got) < len(pending):
                 self.counters.partial_replies += 1
             result.replies.update(got)
@@ -248,6 +369,7 @@ class DxlBus:
             params.append(servo_id)
             params.extend(data)
         self.counters.transactions += 1
+        self.last_tx_at = time.monotonic()
         tx = self._os_call(self._packet.syncWriteTxOnly, port, address, length, params, len(params))
         port.is_using = False
         if tx != sdk.COMM_SUCCESS:
@@ -266,6 +388,7 @@ class DxlBus:
             if attempt:
                 self.counters.retries += 1
             self.counters.transactions += 1
+            self.last_tx_at = time.monotonic()
             tx = self._os_call(self._packet.readTx, port, servo_id, address, length)
             if tx != sdk.COMM_SUCCESS:
                 port.is_using = False
@@ -276,18 +399,20 @@ class DxlBus:
         raise BusError(f"servo {servo_id}: no valid reply to a read of {length} bytes at address {address} "
                        f"after {retries + 1} attempts")
 
-    def write(self, servo_id: int, address: int, data: bytes) -> int:
+    def write(self, servo_id: int, address: int, data: bytes, retries: int | None = None) -> int:
         """Write bytes to one servo and wait for its status; returns the ERR byte.
 
         Raises :class:`BusError` when the servo reports an instruction error (e.g. access error
-        for an EEPROM write with torque on) or never answers.
+        for an EEPROM write with torque on) or never answers (after ``retries``, default the setup ones).
         """
         port = self._require_port()
         last_error = "no reply"
-        for attempt in range(self.setup_retries + 1):
+        retries = self.setup_retries if retries is None else retries
+        for attempt in range(retries + 1):
             if attempt:
                 self.counters.retries += 1
             self.counters.transactions += 1
+            self.last_tx_at = time.monotonic()
             tx = self._os_call(self._packet.writeTxOnly, port, servo_id, address, len(data), list(data))
             port.is_using = False
             if tx != sdk.COMM_SUCCESS:
@@ -300,7 +425,7 @@ class DxlBus:
                 raise BusError(f"servo {servo_id}: write of {len(data)} bytes at address {address} refused: "
                                f"{self._packet.getRxPacketError(status)}")
             return status
-        raise BusError(f"servo {servo_id}: write at address {address} failed after {self.setup_retries + 1} attempts "
+        raise BusError(f"servo {servo_id}: write at address {address} failed after {retries + 1} attempts "
                        f"({last_error})")
 
     def _receive_status(self, port: sdk.PortHandler, servo_id: int) -> int | None:
@@ -347,6 +472,7 @@ class DxlBus:
     def _send_without_parameters(self, port, servo_id: int, instruction: int) -> int:
         """Send an instruction packet without parameters (Ping, Reboot: LEN = 3); the SDK's result code."""
         self.counters.transactions += 1
+        self.last_tx_at = time.monotonic()
         txpacket = [0] * _INSTRUCTION_OVERHEAD
         txpacket[_STATUS_ID_INDEX] = servo_id
         txpacket[5], txpacket[6], txpacket[7] = 3, 0, instruction

@@ -25,6 +25,8 @@ def test_defaults_come_from_the_robot_spec() -> None:
     assert config.baud_rate == SPEC.baud_rate and config.loop_rate == 100.0
     assert config.position_p_gain == (SPEC.position_gains["p"],) * 5
     assert (config.temperature_warning, config.temperature_trip) == (55.0, 60.0)
+    assert config.bus_watchdog_ms == 100.0
+    assert build_config({"port": "p", "role": "follower", "bus_watchdog_ms": 0}).bus_watchdog_ms == 0.0   # off
     assert config.operating_mode == 3 and config.gripper_index == 4
     assert set(default_parameters()) >= {"port", "role", "robot_spec", "error_timeout"}
 
@@ -74,6 +76,9 @@ def test_another_arm_comes_from_its_robot_spec(tmp_path: Path) -> None:
     ({"temperature_warning": 65.0}, "temperature"),
     ({"error_timeout": -1}, "error_timeout"),
     ({"baud_rte": 57600}, "baud_rte"),
+    ({"bus_watchdog_ms": 10.0}, "bus_watchdog_ms"),          # below one 20 ms unit
+    ({"bus_watchdog_ms": 2600.0}, "bus_watchdog_ms"),        # above 127 units
+    ({"thread_priority": 100}, "thread_priority"),
 ])
 def test_bad_parameters_are_named(params: dict, named: str) -> None:
     with pytest.raises(ConfigError, match=named):
@@ -149,3 +154,63 @@ def test_shipped_parameter_files_are_valid(name: str) -> None:
     if config.is_follower:
         assert config.position_d_gain == (1000, 800, 500, 300, 0)  # the authors' follower gains
                                                                    # (docs/REFERENCES.md, Authors' setup)
+
+
+def test_run_histogram_percentiles_over_the_whole_run() -> None:
+    from na_driver.loop_timing import RunHistogram
+
+    histogram = RunHistogram(bin_width=1e-5, limit=0.1)
+    assert histogram.percentile(99) != histogram.percentile(99)     # NaN before any value
+    values = [0.000105] * 980 + [0.002105] * 15 + [0.5] * 5            # 5 outliers beyond the histogram's range
+    for value in values:
+        histogram.add(value)
+    assert histogram.percentile(50) == pytest.approx(0.00011)       # upper edge of the 10 us bin
+    assert histogram.percentile(99) == pytest.approx(0.00211)
+    assert histogram.percentile(99.9) == 0.5 and histogram.max == 0.5
+    assert histogram.share_at_most(0.001) == pytest.approx(0.98)
+
+
+def test_deadline_loop_counts_on_time_cycles_over_the_whole_run() -> None:
+    calls: list[float] = []
+
+    def step() -> None:
+        calls.append(time.monotonic())
+        if len(calls) % 25 == 0:
+            time.sleep(0.025)      # every 25th cycle overruns by 1.5 periods: it and the skipped slot are late
+
+    loop = DeadlineLoop(0.01, step)
+    loop.start()
+    deadline = time.monotonic() + 10.0
+    while len(calls) < 200 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    loop.stop()
+    run = loop.run
+    assert run.slots == loop.cycles + loop.dropped_cycles and run.step_time.count == loop.cycles
+    assert run.on_time <= run.slots - len(calls) // 25                # each overrun cost at least its own slot
+    assert run.period_error.count == loop.cycles - 1
+    assert run.period_error.max >= 0.015 and run.summary()["period_error_max_ms"] >= 15.0
+
+
+def test_deadline_loop_asks_for_real_time_priority_and_warns_when_refused(monkeypatch) -> None:
+    import os
+
+    calls, warnings = [], []
+
+    def refuse(pid: int, policy: int, param) -> None:
+        calls.append((pid, policy, param.sched_priority))
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    ran = threading.Event()
+    loop = DeadlineLoop(0.01, ran.set, priority=40, on_warning=warnings.append)
+    loop.start()
+    assert ran.wait(5.0)
+    loop.stop()
+    assert calls == [(0, os.SCHED_FIFO, 40)] and not loop.realtime       # this thread only (pid 0)
+    assert len(warnings) == 1 and "no real-time priority 40" in warnings[0] and loop.error is None
+    quiet = DeadlineLoop(0.01, lambda: None, on_warning=warnings.append)   # priority 0: nothing asked
+    quiet.start()
+    quiet.stop()
+    assert len(calls) == 1 and len(warnings) == 1
+    with pytest.raises(ValueError, match="priority"):
+        DeadlineLoop(0.01, lambda: None, priority=100)

@@ -12,10 +12,19 @@ from na_driver.arm_config import build_config
 from na_driver.arm_core import ArmDriverCore, StartupError
 from na_driver.dxl_bus import BusError
 from na_driver.loop_timing import DeadlineLoop
-from na_sim.faults import DxlFaults
+from na_sim.emulator_process import EmulatorProcess
+from na_sim.faults import DxlFaultInjector, DxlFaults
+from na_sim.moving_truth import JointMap, ReadCounterTruth, check_published
+from na_sim.servo_registers import ACCESS_ERROR, ProtocolError, ServoRegisters
 
 SPEC = load_spec()
 POSITION_RESOLUTION = 2 * np.pi / xm430.PULSES_PER_REV
+# Unit conversions written here from the ROBOTIS e-manual (XM430-W350 control table), not imported from the driver.
+PULSES_PER_REV, CENTER_PULSES = 4096, 2048
+RAD_S_PER_VELOCITY_UNIT = 0.229 * 2 * np.pi / 60.0
+AMP_PER_CURRENT_UNIT = 2.69e-3
+VOLT_PER_VOLTAGE_UNIT = 0.1
+PWM_FULL_SCALE = 885
 
 
 class LogRecorder:
@@ -110,23 +119,31 @@ def test_leader_start_turns_torque_off(emulated_arm) -> None:
     assert all(regs.get("torque_enable") == 0 for regs in servos)
 
 
-def test_decode_matches_the_registers(emulated_arm) -> None:
+@pytest.mark.parametrize(("layout", "read_mode"), [("indirect", "fast"), ("indirect", "sync"), ("direct", "fast"),
+                                                   ("direct", "sync")])
+def test_decode_matches_the_registers_on_every_bus_path(emulated_arm, layout: str, read_mode: str) -> None:
     emulator, servos = emulated_arm()
-    core, _ = make_core(emulator.port_path, role="leader")
+    log = LogRecorder()
+    core = ArmDriverCore(build_config({"port": emulator.port_path, "role": "leader", "reply_timeout": 0.02}),
+                         log=log, layout=layout, read_mode=read_mode)
     core.start()
     try:
         sample = fresh_cycle(core)
+        assert (core.layout.name, core.fast_read) == (layout, read_mode == "fast")
+        assert f"reading the {layout}" in log.text()
     finally:
         core.shutdown()
     assert not any(sample.stale)
     for k, regs in enumerate(servos):
-        block = xm430.decode_state_block(regs.read(xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_LENGTH))
         joint = SPEC.joints[k]
-        assert sample.position[k] == pytest.approx(joint.drive_direction * block.position + joint.homing_offset)
-        assert sample.velocity[k] == pytest.approx(joint.drive_direction * block.velocity)
-        assert sample.current[k] == pytest.approx(regs.get("present_current") * xm430.CURRENT_UNIT_A)
-        assert sample.pwm[k] == pytest.approx(regs.get("present_pwm") / xm430.PWM_FULL_SCALE)
-        assert sample.input_voltage[k] == pytest.approx(regs.get("present_input_voltage") * 0.1)
+        angle = (regs.get("present_position") - CENTER_PULSES) * 2 * np.pi / PULSES_PER_REV
+        assert sample.position[k] == pytest.approx(joint.drive_direction * angle + joint.homing_offset)
+        assert sample.velocity[k] == pytest.approx(joint.drive_direction * regs.get("present_velocity")
+                                                   * RAD_S_PER_VELOCITY_UNIT)
+        assert sample.current[k] == pytest.approx(joint.drive_direction * regs.get("present_current")
+                                                  * AMP_PER_CURRENT_UNIT)
+        assert sample.pwm[k] == pytest.approx(joint.drive_direction * regs.get("present_pwm") / PWM_FULL_SCALE)
+        assert sample.input_voltage[k] == pytest.approx(regs.get("present_input_voltage") * VOLT_PER_VOLTAGE_UNIT)
         assert sample.temperature[k] == regs.get("present_temperature")
     assert sample.gripper_slide == pytest.approx(float(SPEC.gripper.angle_to_slide(sample.position[4])))
 
@@ -157,60 +174,105 @@ def test_commands_are_clamped_and_reach_the_registers(emulated_arm) -> None:
         core.shutdown()
 
 
-def test_fault_campaign_keeps_rate_and_never_publishes_a_wrong_value(emulated_arm) -> None:
-    faults = DxlFaults(corrupt_byte_rate=0.01, drop_status_rate=0.02, seed=7)
-    emulator, servos = emulated_arm(faults=faults)
-    core, _ = make_core(emulator.port_path, reply_timeout=0.0)      # the driver's default timing
+# ---- the oracle (na_sim.moving_truth): every published value against what the emulator served, and when ----
+JOINTS = [JointMap(j.servo_id, j.drive_direction, j.homing_offset) for j in SPEC.joints]
+
+
+def published_value_errors(samples, served) -> tuple[int, int, list[str]]:
+    check = check_published(samples, served, JOINTS)
+    return check.fresh, check.stale, check.wrong
+
+
+def moving_arm(emulated_arm, faults: DxlFaults | None = None):
+    """An in-process emulated arm whose registers change on every read, with the log of what was served."""
+    truth = ReadCounterTruth()
+    emulator, servos = emulated_arm(faults=faults, on_read=truth)
+    return emulator, servos, truth
+
+
+@pytest.mark.parametrize(("hold_s", "role"), [(0.0, "leader"), (0.0, "follower"), (0.035, "leader")])
+def test_late_replies_are_counted_and_never_published(emulated_arm, hold_s: float, role: str) -> None:
+    """Every reply is late: sent inside the next transaction (hold 0), or 3-4 transactions later (35 ms at
+    100 Hz, where consecutive Sync Reads may share a reply length). Nothing may be published as fresh."""
+    emulator, _, truth = moving_arm(emulated_arm)
+    core, _ = make_core(emulator.port_path, role=role, reply_timeout=0.0)      # the driver's default timing
     core.start()
+    emulator.injector = DxlFaultInjector(DxlFaults(delay_status_rate=1.0, delay_status_s=hold_s))
     try:
-        samples, loop = run_cycles(core, 2.0)
+        samples, _ = run_cycles(core, 1.5)
     finally:
+        emulator.injector = DxlFaultInjector(DxlFaults())
         core.shutdown()
-    truth = [regs.get("present_position") for regs in servos]
-    fresh = [(k, p) for s in samples for k, p in enumerate(s.raw_present_position) if p is not None]
-    assert all(p == truth[k] for k, p in fresh)              # exact pulses: within the resolution
-    assert len(samples) >= 0.95 * 2.0 * 100                   # rate kept despite the faults
-    assert loop.dropped_cycles <= 0.05 * len(samples)         # skipped slots (CPU shared with other jobs)
-    injected = emulator.fault_counters
+    fresh, stale, wrong = published_value_errors(samples, truth.records)
+    assert wrong == []
+    assert fresh == 0 and stale == 5 * len(samples) and len(samples) > 50
+    assert emulator.stats["late_replies"] >= len(samples)        # late replies did arrive ...
+    assert core.bus.counters.late_replies >= 0.5 * len(samples)  # ... and were seen and refused
+
+
+def test_fault_campaign_with_moving_truth_publishes_no_wrong_value() -> None:
+    """1 % corrupted bytes, 2 % dropped and 2 % late replies; the emulator in its own process, with wire time."""
+    seconds, rate = 6.0, 100.0
+    faults = DxlFaults(corrupt_byte_rate=0.01, drop_status_rate=0.02, delay_status_rate=0.02, seed=7)
+    with EmulatorProcess(SPEC.servo_ids, wire_time=True, faults=faults, moving_truth=True) as bus:
+        core, _ = make_core(bus.port_path, reply_timeout=0.0)      # the driver's default timing
+        core.start()
+        try:
+            samples, _ = run_cycles(core, seconds, rate)
+        finally:
+            core.shutdown()
+        report = bus.stop()
+    fresh, stale, wrong = published_value_errors(samples, report.served)
+    assert wrong == [], wrong[:5]
     counters = core.bus.counters
-    assert injected["status_dropped"] > 0 and injected["status_corrupted"] > 0
-    assert counters.crc_errors > 0 and counters.timeouts > 0 and counters.partial_replies > 0
-    assert len(fresh) > 0.5 * len(samples) * len(servos)       # retries recover most corrupt replies
-    last = samples[-1]
-    assert 0 < last.crc_errors <= counters.crc_errors and 0 < last.timeout_errors <= counters.timeouts
+    assert report.faults["status_delayed"] > 0 and report.faults["status_dropped"] > 0
+    assert report.faults["status_corrupted"] > 0 and report.stats["late_replies"] > 0
+    assert counters.crc_errors > 0 and counters.timeouts > 0 and counters.late_replies > 0
+    assert fresh > 0.5 * (fresh + stale)                          # retries recover most faults
+    # A lower bound with margin on the rate: exact rates are the benchmark's (bench_driver.py).
+    assert len(samples) >= 0.85 * seconds * rate, f"{len(samples)} cycles in {seconds} s"
     assert [s.crc_errors for s in samples] == sorted(s.crc_errors for s in samples)     # cumulative
 
 
-def test_stalled_servo_is_reported_within_the_error_timeout(emulated_arm) -> None:
-    stall_start, error_timeout = 0.5, 0.2
-    emulator, _ = emulated_arm(faults=DxlFaults(stall_servo_id=14, stall_window_s=(stall_start, 60.0)))
+def test_stalled_servo_is_reported_after_the_error_timeout(emulated_arm) -> None:
+    error_timeout = 0.2
+    emulator, _ = emulated_arm()
     core, log = make_core(emulator.port_path, error_timeout=error_timeout)
-    core.start()
-    assert emulator.elapsed_s < stall_start, "start-up took too long for this test"
+    core.start()                                  # however long start-up takes, the stall begins after it
+    stall_from = emulator.elapsed_s + 0.2
+    emulator.injector = DxlFaultInjector(DxlFaults(stall_servo_id=14, stall_window_s=(stall_from, 600.0)))
     try:
-        reported_at = None
-        while emulator.elapsed_s < stall_start + 2.0 and reported_at is None:
+        last_fresh = reported_at = None
+        deadline = time.monotonic() + 10.0
+        while reported_at is None and time.monotonic() < deadline:
             sample = core.cycle()
-            if emulator.elapsed_s > stall_start + 0.03:
-                assert sample.stale[3]
+            if not sample.stale[3]:
+                last_fresh = sample.stamp
             if "servo 14" in log.text(min_level=2):
-                reported_at = emulator.elapsed_s
-            time.sleep(0.01)
-        assert reported_at is not None, log.text()
-        # counted from the last valid reply, at most one loop period (10 ms + sleep jitter) before the stall
-        assert stall_start + error_timeout - 0.03 <= reported_at < stall_start + error_timeout + 0.1
-        assert "no valid reply" in log.text(min_level=2)
+                reported_at = sample.stamp
+            time.sleep(0.01)                      # pacing a 100 Hz loop
+        assert reported_at is not None and last_fresh is not None, log.text()
+        # Not before the error timeout has passed since the last valid reply; the latency itself is bounded loosely
+        # (a loaded CI machine), its exact figure belongs to a benchmark.
+        assert error_timeout < reported_at - last_fresh < error_timeout + 1.0
+        assert emulator.elapsed_s > stall_from and "no valid reply" in log.text(min_level=2)
         assert core.servo_status()[3][2] == 2          # ERROR level in diagnostics
     finally:
         core.shutdown()
 
 
 def test_overload_trip_turns_torque_off_and_reboot_recovers(emulated_arm) -> None:
-    emulator, servos = emulated_arm(faults=DxlFaults(trip_servo_id=12, trip_after_s=0.3))
+    emulator, servos = emulated_arm()
     core, log = make_core(emulator.port_path)
     core.start()
+    emulator.injector = DxlFaultInjector(DxlFaults(trip_servo_id=12, trip_after_s=emulator.elapsed_s + 0.2))
     try:
-        samples, _ = run_cycles(core, 0.8)
+        samples, _ = run_cycles(core, 0.2)
+        deadline = time.monotonic() + 5.0
+        while core.torque_enabled and time.monotonic() < deadline:
+            samples.append(core.cycle())
+            time.sleep(0.01)                      # pacing a 100 Hz loop
+        samples.append(core.cycle())
         assert samples[-1].hardware_error[1] == xm430.HW_ERROR_OVERLOAD
         assert all(regs.get("torque_enable") == 0 for regs in servos)        # every servo, not only 12
         errors = log.text(min_level=2)
@@ -223,7 +285,7 @@ def test_overload_trip_turns_torque_off_and_reboot_recovers(emulated_arm) -> Non
         assert servos[1].get("hardware_error_status") == 0
         assert all(regs.get("torque_enable") == 1 for regs in servos)
         assert servos[1].get("position_p_gain") == SPEC.position_gains["p"]    # RAM settings restored
-        sample = core.cycle()
+        sample = fresh_cycle(core)
         assert sample.hardware_error == [0] * 5 and not core.health.tripped
     finally:
         core.shutdown()
@@ -270,3 +332,69 @@ def test_port_loss_is_reported_and_the_port_reopened(emulated_arm, tmp_path) -> 
     assert not core.port_lost and core.reopen_attempts >= 1
     assert not any(fresh_cycle(core).stale)
     core.shutdown()
+
+
+# ---- bus paths chosen at start-up, and the Bus Watchdog ----------------------------------------------------------
+class RefusesIndirectMap(ServoRegisters):
+    """A servo whose firmware refuses writes to the Indirect Address registers (addresses 168..223)."""
+
+    def write(self, address: int, data: bytes) -> None:
+        if address < 224 and address + len(data) > 168:
+            raise ProtocolError(ACCESS_ERROR, "indirect addresses refused")
+        super().write(address, data)
+
+
+def test_servos_refusing_the_indirect_map_are_read_through_the_direct_block(emulated_arm) -> None:
+    servos = [RefusesIndirectMap(sid) for sid in SPEC.servo_ids]
+    for k, regs in enumerate(servos):
+        regs.set("return_delay_time", 0)
+        regs.set("present_position", 1500 + 100 * k)
+    emulator, _ = emulated_arm(servos=servos)
+    core, log = make_core(emulator.port_path, role="leader")
+    core.start()
+    try:
+        sample = fresh_cycle(core)
+    finally:
+        core.shutdown()
+    assert core.layout.name == "direct" and "indirect state block refused" in log.text(min_level=1)
+    angle = (servos[0].get("present_position") - CENTER_PULSES) * 2 * np.pi / PULSES_PER_REV
+    assert sample.position[0] == pytest.approx(SPEC.joints[0].drive_direction * angle + SPEC.joints[0].homing_offset)
+
+
+@pytest.mark.parametrize(("firmware", "fast", "watchdog"), [(48, True, 5), (44, False, 5), (37, False, 0)])
+def test_firmware_decides_fast_sync_read_and_the_bus_watchdog(emulated_arm, firmware: int, fast: bool,
+                                                               watchdog: int) -> None:
+    servos = [ServoRegisters(sid, firmware_version=firmware) for sid in SPEC.servo_ids]
+    for regs in servos:
+        regs.set("return_delay_time", 0)
+    emulator, _ = emulated_arm(servos=servos)
+    core, log = make_core(emulator.port_path, bus_watchdog_ms=100.0)
+    core.start()
+    try:
+        assert core.fast_read is fast and not any(fresh_cycle(core).stale)
+        assert [regs.get("bus_watchdog") for regs in servos] == [watchdog] * 5
+        assert ("without Bus Watchdog" in log.text(min_level=1)) is (watchdog == 0)
+        assert emulator.stats["fast_sync_read"] > 0 if fast else emulator.stats["fast_sync_read"] == 0
+    finally:
+        core.shutdown()
+
+
+def test_an_expired_bus_watchdog_is_reported_cleared_and_rearmed(emulated_arm) -> None:
+    emulator, servos = emulated_arm()
+    core, log = make_core(emulator.port_path, bus_watchdog_ms=60.0)
+    core.start()
+    try:
+        assert [regs.get("bus_watchdog") for regs in servos] == [3] * 5             # 3 x 20 ms
+        time.sleep(0.3)                                  # the host goes quiet (a stalled loop): the servos stop
+        assert [regs.get("bus_watchdog") for regs in servos] == [-1] * 5
+        assert all(regs.get("goal_position") == regs.get("present_position") for regs in servos)
+        core.cycle()
+        assert core.watchdog_expiries == 1 and "Bus Watchdog of servo(s) [11, 12, 13, 14, 15] expired" in log.text(1)
+        assert [regs.get("bus_watchdog") for regs in servos] == [3] * 5
+        goal = np.array([0.2, 0.1, -0.1, 0.2, 0.0])
+        core.set_command(goal)
+        core.cycle()                                     # goals are writable again
+        written = xm430.pulses_to_rad([regs.get("goal_position") for regs in servos])
+        np.testing.assert_allclose(written, SPEC.joint_to_servo(goal), atol=POSITION_RESOLUTION)
+    finally:
+        core.shutdown()

@@ -6,6 +6,21 @@ like a U2D2 serial port. The bus thread parses instruction packets, lets every a
 Level, Return Delay Time (real time) and, optionally, the wire time of every byte at the baud
 rate. Behaviour follows the ROBOTIS e-manual, Protocol 2.0 (docs/REFERENCES.md, Protocol 2.0); choices where the
 manual is silent are listed in the package README ("Servo bus emulator").
+
+The emulator is also each servo's clock: Realtime Tick (address 120, ms, wraps at 32767) is set
+from the emulator's monotonic clock, with a per-servo phase, whenever a servo serves a read. It
+runs the Bus Watchdog of every servo (``ServoRegisters.check_watchdog``) between packets.
+Fast Sync/Bulk Read are answered only by servos whose firmware has them (``firmware_version``).
+``on_read(registers)`` runs under the servo's lock right before a read is served: tests use it
+to make registers move on every read (``na_sim.moving_truth``).
+
+The bus is half-duplex: a Sync/Bulk/Fast Read reply that would go out while the host has
+already sent its next instruction packet collides with it and is lost (``stats["collisions"]``).
+Real servos answer within microseconds, so this happens only when the host gives up too early or
+when this emulator falls behind its input on a loaded machine; without it, a lagging emulator
+would answer requests the host has abandoned, with values sampled after the host's newer request
+was sent. (Single-servo replies are exempt: their host timeouts are long, and an emulator that
+lags behind them on a loaded machine should still let a driver start.)
 """
 
 from __future__ import annotations
@@ -43,6 +58,8 @@ ServoHook = Callable[[ServoRegisters], None]
 BITS_PER_BYTE_ON_WIRE = 10          # 8N1: start + 8 data + stop
 PARTIAL_PACKET_TIMEOUT_S = 0.02     # a packet incomplete this long is given up (resync)
 _POLL_S = 0.05                      # how often the bus thread looks at the stop flag
+_WATCHDOG_POLL_S = 0.001            # bus-thread wake-up granularity while a Bus Watchdog is running
+TICK_WRAP = 32768                   # Realtime Tick counts 0 .. 32767 ms (e-manual)
 _SPIN_BELOW_S = 2e-4                # sleeps shorter than this are spun for Return Delay accuracy
 
 # Status Return Level (address 68): which instructions get a status packet (e-manual).
@@ -60,7 +77,7 @@ class DxlBusEmulator:
     def __init__(self, servos: Sequence[ServoRegisters], *, baud_rate: int = 1_000_000, wire_time: bool = False,
                  faults: DxlFaults | DxlFaultInjector | None = None, on_write: WriteHook | None = None,
                  on_reboot: ServoHook | None = None, on_clear: ServoHook | None = None,
-                 answer_crc_errors: bool = True) -> None:
+                 on_read: ServoHook | None = None, answer_crc_errors: bool = True) -> None:
         if not servos:
             raise ValueError("a bus needs at least one servo")
         if baud_rate <= 0:
@@ -72,6 +89,7 @@ class DxlBusEmulator:
         self.on_write = on_write
         self.on_reboot = on_reboot
         self.on_clear = on_clear
+        self.on_read = on_read
         self.answer_crc_errors = answer_crc_errors
         self.stats: Counter = Counter()
         self._parser = p2.PacketParser()
@@ -83,6 +101,10 @@ class DxlBusEmulator:
         self._stop = threading.Event()
         self._started_at = time.monotonic()
         self._bus_free_at = 0.0               # perf_counter time the bus is idle again
+        self._late: list[tuple[float, ServoRegisters, bytes]] = []   # held-back replies: (not before, servo, packet)
+        self._queued = 0                      # instruction packets parsed but not handled yet
+        # Each servo's own clock: a fixed phase so that two servos' ticks differ, as on a real bus.
+        self._tick_phase_ms = {id(s): (s.servo_id * 7919) % TICK_WRAP for s in self.servos}
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> DxlBusEmulator:
@@ -130,8 +152,11 @@ class DxlBusEmulator:
     def _serve(self) -> None:
         last_byte_at = time.monotonic()
         while not self._stop.is_set():
-            ready, _, _ = select.select([self._master_fd], [], [], _POLL_S if not self._parser.pending
-                                        else PARTIAL_PACKET_TIMEOUT_S)
+            timeout = _POLL_S if not self._parser.pending else PARTIAL_PACKET_TIMEOUT_S
+            if self._watchdog_running():
+                timeout = min(timeout, _WATCHDOG_POLL_S)
+            ready, _, _ = select.select([self._master_fd], [], [], timeout)
+            self._check_watchdogs()
             if not ready:
                 if self._parser.pending and time.monotonic() - last_byte_at > PARTIAL_PACKET_TIMEOUT_S:
                     self.stats["resyncs"] += 1
@@ -149,7 +174,8 @@ class DxlBusEmulator:
             self._handle_all(self._parser.feed(data))
 
     def _handle_all(self, packets: list[p2.Packet]) -> None:
-        for packet in packets:
+        for index, packet in enumerate(packets):
+            self._queued = len(packets) - index - 1
             try:
                 self._handle(packet)
             except Exception:   # a bug must not kill the bus: log it and keep serving
@@ -162,11 +188,15 @@ class DxlBusEmulator:
         self.stats["packets"] += 1
         if self.wire_time:      # the instruction's last byte arrives this much after its first
             self._bus_free_at += self._wire_s(len(packet.raw))
+        self._release_late_replies()
         self._apply_forced_trips()
         if not packet.crc_ok:
             self.stats["crc_errors"] += 1
             self._answer_crc_error(packet)
             return
+        now = time.monotonic()
+        for servo in self._targets(packet):
+            servo.instruction_received(now)
         self.stats[p2.INSTRUCTION_NAMES.get(packet.instruction, "unknown")] += 1
         handler = self._HANDLERS.get(packet.instruction)
         if handler is None:
@@ -273,14 +303,24 @@ class DxlBusEmulator:
         if len(packet.params) < 5:
             return
         address, length = _word(packet.params, 0), _word(packet.params, 2)
-        for servo_id in packet.params[4:]:
-            for servo in self._servos_with_id(servo_id):
-                self._reply_read(servo, p2.SYNC_READ, address, length)
+        self._read_all(p2.SYNC_READ, [(sid, address, length) for sid in packet.params[4:]])
 
     def _bulk_read(self, packet: p2.Packet) -> None:
-        for servo_id, address, length in _bulk_read_entries(packet.params):
+        self._read_all(p2.BULK_READ, _bulk_read_entries(packet.params))
+
+    def _read_all(self, instruction: int, requests: list[tuple[int, int, int]]) -> None:
+        """Sync/Bulk Read: every addressed servo samples its registers when the instruction arrives (they all
+        receive it at once), then the replies go out one after the other in the order of the IDs."""
+        sampled = []
+        for servo_id, address, length in requests:
             for servo in self._servos_with_id(servo_id):
-                self._reply_read(servo, p2.BULK_READ, address, length)
+                try:
+                    sampled.append((servo, 0, self._sample_and_read(servo, address, length)))
+                except ProtocolError as exc:
+                    sampled.append((servo, exc.code, b""))
+        for servo, error, data in sampled:
+            if not self._silent(servo, instruction):
+                self._send(servo, p2.build_status(servo.servo_id, self._alert(servo) | error, data), collide=True)
 
     def _fast_sync_read(self, packet: p2.Packet) -> None:
         if len(packet.params) < 5:
@@ -296,15 +336,15 @@ class DxlBusEmulator:
         entries, first = [], None
         for servo_id, address, length in requests:
             for servo in self._servos_with_id(servo_id):
-                if self._silent(servo, instruction):
-                    continue
+                if self._silent(servo, instruction) or not servo.answers_fast_sync_read:
+                    continue        # older firmware does not know the instruction (broadcast: no answer)
                 try:
-                    entries.append((self._alert(servo), servo_id, servo.read(address, length)))
+                    entries.append((self._alert(servo), servo_id, self._sample_and_read(servo, address, length)))
                 except ProtocolError as exc:
                     entries.append((self._alert(servo) | exc.code, servo_id, bytes(length)))
                 first = first or servo
         if first is not None:
-            self._send(first, p2.build_fast_status(entries))
+            self._send(first, p2.build_fast_status(entries), collide=True)
 
     def _sync_write(self, packet: p2.Packet) -> None:
         if len(packet.params) < 4:
@@ -341,6 +381,48 @@ class DxlBusEmulator:
     def _servos_with_id(self, servo_id: int) -> list[ServoRegisters]:
         """Servos answering to ``servo_id``, stalled ones removed (a stalled servo neither acts nor answers)."""
         return [s for s in self.servos if s.servo_id == servo_id and not self._stalled(s)]
+
+    def _targets(self, packet: p2.Packet) -> list[ServoRegisters]:
+        """Live servos an instruction is for, Sync/Bulk lists included (what restarts their Bus Watchdog)."""
+        if not packet.is_broadcast:
+            return self._servos_with_id(packet.servo_id)
+        params, ids = packet.params, None
+        if packet.instruction in (p2.SYNC_READ, p2.FAST_SYNC_READ):
+            ids = set(params[4:])
+        elif packet.instruction == p2.SYNC_WRITE and len(params) >= 4 and _word(params, 2):
+            ids = set(params[4::_word(params, 2) + 1])
+        elif packet.instruction in (p2.BULK_READ, p2.FAST_BULK_READ):
+            ids = {entry[0] for entry in _bulk_read_entries(params)}
+        elif packet.instruction == p2.BULK_WRITE:
+            ids, offset = set(), 0
+            while offset + 5 <= len(params):
+                ids.add(params[offset])
+                offset += 5 + _word(params, offset + 3)
+        live = self._addressed(packet)
+        return live if ids is None else [s for s in live if s.servo_id in ids]
+
+    def _watchdog_running(self) -> bool:
+        return any(s.watchdog_deadline() is not None for s in self.servos)
+
+    def _check_watchdogs(self) -> None:
+        now = time.monotonic()
+        for servo in self.servos:
+            if servo.check_watchdog(now):
+                self.stats["watchdog_expired"] += 1
+                LOG.info("servo %d: Bus Watchdog expired, holding", servo.servo_id)
+
+    def _sample_and_read(self, servo: ServoRegisters, address: int, length: int) -> bytes:
+        """What a read returns: the servo's clock into Realtime Tick, the ``on_read`` hook, then the bytes."""
+        with servo.lock:
+            elapsed_ms = (time.monotonic() - self._started_at) * 1000.0
+            servo.set("realtime_tick", int(elapsed_ms + self._tick_phase_ms.get(id(servo), 0)) % TICK_WRAP)
+            if self.on_read is not None:
+                try:
+                    self.on_read(servo)
+                except Exception:
+                    self.stats["hook_errors"] += 1
+                    LOG.exception("on_read hook failed")
+            return servo.read(address, length)
 
     def _addressed(self, packet: p2.Packet) -> list[ServoRegisters]:
         """Servos an instruction is for (all live ones for the broadcast ID)."""
@@ -404,7 +486,7 @@ class DxlBusEmulator:
 
     def _reply_read(self, servo: ServoRegisters, instruction: int, address: int, length: int) -> None:
         try:
-            data = servo.read(address, length)
+            data = self._sample_and_read(servo, address, length)
         except ProtocolError as exc:
             self._reply(servo, instruction, exc.code)
             return
@@ -416,7 +498,7 @@ class DxlBusEmulator:
             return
         self._send(servo, p2.build_status(servo.servo_id, self._alert(servo) | error, params))
 
-    def _send(self, servo: ServoRegisters, packet: bytes) -> None:
+    def _send(self, servo: ServoRegisters, packet: bytes, collide: bool = False) -> None:
         """Return delay, wire time and faults, then the bytes onto the pty.
 
         Times are absolute deadlines on one bus clock (``_bus_free_at``: when the last byte on the
@@ -428,10 +510,42 @@ class DxlBusEmulator:
             due += self._wire_s(len(packet))      # written when its last byte would have arrived
         if self.injector.drop_status():
             return
-        due += self.injector.status_delay_s()
+        if collide and self._host_is_sending():
+            self.stats["collisions"] += 1
+            return
+        if self.injector.delay_status():
+            # A late reply: held back, then sent inside a later transaction (see _release_late_replies).
+            self._late.append((time.monotonic() + self.injector.faults.delay_status_s, servo, packet))
+            return
         self._sleep_until(due)
         self._bus_free_at = max(due, time.perf_counter())
+        if collide and self._host_is_sending():
+            self.stats["collisions"] += 1
+            return
         self._write_all(self.injector.corrupt(packet))
+
+    def _host_is_sending(self) -> bool:
+        """True when the host's next instruction packet has (partly) arrived: a reply now would collide."""
+        if self._queued or self._parser.pending:
+            return True
+        ready, _, _ = select.select([self._master_fd], [], [], 0)
+        return bool(ready)
+
+    def _release_late_replies(self) -> None:
+        """An instruction packet just arrived: held-back replies that are due go out first, before its answers."""
+        if not self._late:
+            return
+        now, keep = time.monotonic(), []
+        for not_before, servo, packet in self._late:
+            if now < not_before:
+                keep.append((not_before, servo, packet))
+                continue
+            if self.wire_time:
+                self._bus_free_at += self._wire_s(len(packet))
+            self._sleep_until(self._bus_free_at)
+            self._write_all(self.injector.corrupt(packet))
+            self.stats["late_replies"] += 1
+        self._late = keep
 
     def _wire_s(self, byte_count: int) -> float:
         return byte_count * BITS_PER_BYTE_ON_WIRE / self.baud_rate

@@ -21,8 +21,9 @@ class DxlFaults:
     """Faults of the servo bus. Rates are probabilities per status packet (per byte for corruption)."""
 
     drop_status_rate: float = 0.0          # a status packet is never sent
-    delay_status_rate: float = 0.0         # a status packet is sent ``delay_status_s`` late
-    delay_status_s: float = 0.05
+    delay_status_rate: float = 0.0         # a status packet is held back (a late reply) ...
+    delay_status_s: float = 0.0            # ... at least this long, then sent right after the next instruction
+                                           # packet arrives: it lands inside a later transaction, after its request
     corrupt_byte_rate: float = 0.0         # each byte of a status packet is replaced by a random one
     stall_servo_id: int | None = None      # this servo does not answer at all ...
     stall_window_s: tuple[float, float] = (0.0, 0.0)   # ... from .. to, seconds after the emulator started
@@ -118,11 +119,12 @@ class DxlFaultInjector(_Injector):
             self.count("status_dropped")
         return dropped
 
-    def status_delay_s(self) -> float:
-        if self._chance(self.faults.delay_status_rate):
+    def delay_status(self) -> bool:
+        """True when this status packet becomes a late reply (held back, sent inside a later transaction)."""
+        delayed = self._chance(self.faults.delay_status_rate)
+        if delayed:
             self.count("status_delayed")
-            return self.faults.delay_status_s
-        return 0.0
+        return delayed
 
     def corrupt(self, packet: bytes) -> bytes:
         """The packet with each byte replaced by a different random byte with ``corrupt_byte_rate``."""

@@ -13,7 +13,17 @@ ROS-free. The layout, defaults, ranges and access rights come from ``na_descript
 * a multi-register write is checked completely before any byte changes (all or none);
 * Indirect Data N reads/writes the byte at Indirect Address N (e-manual "Indirect Address");
 * while a Hardware Error (shutdown) is latched, writing Torque Enable = 1 is accepted but has no
-  effect; only a Reboot recovers (e-manual "Shutdown").
+  effect; only a Reboot recovers (e-manual "Shutdown");
+* Bus Watchdog (address 98, firmware 38+, e-manual "Bus Watchdog"): with Torque Enable on and a
+  value of 1..127, a servo that receives no instruction packet for value x 20 ms stops and the
+  register reads -1; while it reads -1 the goal registers (Goal PWM, Current, Velocity, Position)
+  refuse writes with a Data Range Error, and writing 0 clears the error. Choices where the manual
+  is silent: only instruction packets addressed to this servo (its ID, the broadcast ID, or a
+  Sync/Bulk instruction listing it) count as communication; "stops" holds the present state
+  (Goal Position := Present Position in the position modes, Goal Velocity / PWM / Current := 0 in
+  their modes) with Profile Velocity and Acceleration set to 0, torque stays on; while expired,
+  only 0 may be written to Bus Watchdog. On firmware older than 38 address 98 refuses writes
+  (Access Error).
 """
 
 from __future__ import annotations
@@ -38,6 +48,10 @@ _TORQUE_ENABLE = xm430.REGISTERS["torque_enable"]
 _INDIRECT_ADDRESS_1 = xm430.REGISTERS["indirect_address_1"].address
 _INDIRECT_DATA_1 = xm430.REGISTERS["indirect_data_1"].address
 _INDIRECT_COUNT = 28
+_BUS_WATCHDOG = xm430.REGISTERS["bus_watchdog"]
+_GOAL_REGISTERS = ("goal_pwm", "goal_current", "goal_velocity", "goal_position")
+_POSITION_MODES = (3, 4, 5)
+_HOLD_ON_WATCHDOG = {1: "goal_velocity", 16: "goal_pwm", 0: "goal_current"}   # mode -> goal zeroed on expiry
 
 # Goal registers limited by another register (e-manual: "Goal X ... can not exceed X Limit").
 _GOAL_LIMITS = {"goal_pwm": "pwm_limit", "goal_current": "current_limit", "goal_velocity": "velocity_limit"}
@@ -76,12 +90,17 @@ class ServoRegisters:
     table, so a physics step never lands in the middle of a Sync Read reply.
     """
 
-    def __init__(self, servo_id: int, model_number: int = xm430.MODEL_NUMBER) -> None:
+    def __init__(self, servo_id: int, model_number: int = xm430.MODEL_NUMBER,
+                 firmware_version: int = xm430.REGISTERS["firmware_version"].default) -> None:
         if not 0 <= servo_id <= 252:
             raise ValueError(f"servo id must be 0..252, got {servo_id}")
+        if not 0 <= firmware_version <= 255:
+            raise ValueError(f"firmware version must be 0..255, got {firmware_version}")
         self.lock = threading.RLock()
         self._model_number = int(model_number)
+        self._firmware_version = int(firmware_version)
         self._memory = bytearray(xm430.CONTROL_TABLE_SIZE)
+        self._last_instruction: float | None = None     # time.monotonic() of the last instruction for this servo
         self._load_defaults(keep=())
         self.set("id", servo_id)
 
@@ -111,6 +130,52 @@ class ServoRegisters:
     @property
     def torque_enabled(self) -> bool:
         return self.get("torque_enable") != 0
+
+    @property
+    def firmware_version(self) -> int:
+        return self._firmware_version
+
+    @property
+    def has_bus_watchdog(self) -> bool:
+        return self._firmware_version >= xm430.FIRMWARE_BUS_WATCHDOG
+
+    @property
+    def answers_fast_sync_read(self) -> bool:
+        return self._firmware_version >= xm430.FIRMWARE_FAST_SYNC_READ
+
+    @property
+    def watchdog_expired(self) -> bool:
+        return self.get("bus_watchdog") == xm430.BUS_WATCHDOG_EXPIRED
+
+    # ---- Bus Watchdog -----------------------------------------------------------------------
+    def instruction_received(self, now: float) -> None:
+        """An instruction packet for this servo arrived at ``now`` (time.monotonic()): the watchdog restarts."""
+        with self.lock:
+            self._last_instruction = now
+
+    def watchdog_deadline(self) -> float | None:
+        """When the Bus Watchdog expires if no instruction arrives (time.monotonic()), None while it is not running."""
+        with self.lock:
+            units = self.get("bus_watchdog")
+            if units <= 0 or not self.torque_enabled or self._last_instruction is None:
+                return None
+            return self._last_instruction + units * xm430.BUS_WATCHDOG_UNIT_S
+
+    def check_watchdog(self, now: float) -> bool:
+        """Expire the Bus Watchdog if its time has passed at ``now``: stop, hold, read -1. True when it expired now."""
+        with self.lock:
+            deadline = self.watchdog_deadline()
+            if deadline is None or now <= deadline:
+                return False
+            self.set("bus_watchdog", xm430.BUS_WATCHDOG_EXPIRED)
+            mode = self.get("operating_mode")
+            if mode in _POSITION_MODES:
+                self.set("goal_position", self.get("present_position"))
+            elif mode in _HOLD_ON_WATCHDOG:
+                self.set(_HOLD_ON_WATCHDOG[mode], 0)
+            self.set("profile_velocity", 0)
+            self.set("profile_acceleration", 0)
+            return True
 
     # ---- protocol access (Read / Write instructions) ----------------------------------------
     def read(self, address: int, length: int) -> bytes:
@@ -175,6 +240,7 @@ class ServoRegisters:
                 direct.append((register, value))
         self._check_values(direct, staged)
         self._check_goal_limits(staged, {r.name for r, _ in direct})
+        self._check_watchdog_write(staged, {r.name for r, _ in direct})
         if self.alert:
             # Shutdown latched: Torque Enable stays 0 until a Reboot (e-manual, Shutdown).
             staged[_TORQUE_ENABLE.address] = 0
@@ -184,7 +250,8 @@ class ServoRegisters:
         kept = {name: self.get(name) for name in keep}
         self._memory[:] = bytes(xm430.CONTROL_TABLE_SIZE)
         for register in xm430.CONTROL_TABLE:
-            default = self._model_number if register.name == "model_number" else register.default
+            default = {"model_number": self._model_number,
+                       "firmware_version": self._firmware_version}.get(register.name, register.default)
             self._memory[register.address: register.end] = _encode(register, default)
         for name, value in kept.items():
             self.set(name, value)
@@ -209,6 +276,8 @@ class ServoRegisters:
                 raise ProtocolError(DATA_LENGTH_ERROR, f"write covers only part of {register.name}")
             if not register.writable:
                 raise ProtocolError(ACCESS_ERROR, f"{register.name} is read-only")
+            if register is _BUS_WATCHDOG and not self.has_bus_watchdog:
+                raise ProtocolError(ACCESS_ERROR, f"firmware {self._firmware_version} has no Bus Watchdog")
             if register.eeprom and self.torque_enabled:
                 raise ProtocolError(ACCESS_ERROR, f"{register.name} is EEPROM and Torque Enable is on")
             covered.append((register, xm430.decode_value(register, data[cursor - address: register.end - address])))
@@ -241,6 +310,20 @@ class ServoRegisters:
             lo, hi = register.minimum, register.maximum
             if (lo is not None and value < lo) or (hi is not None and value > hi):
                 raise ProtocolError(DATA_RANGE_ERROR, f"{register.name}={value} outside {lo}..{hi}")
+
+    def _check_watchdog_write(self, staged: bytearray, written: set[str]) -> None:
+        """While the Bus Watchdog reads -1 the goals are read-only and only 0 (clear) may be written to it."""
+        if not self.watchdog_expired:
+            return
+        if "bus_watchdog" in written:
+            if xm430.decode_value(_BUS_WATCHDOG, staged[_BUS_WATCHDOG.address: _BUS_WATCHDOG.end]) != 0:
+                raise ProtocolError(DATA_RANGE_ERROR, "Bus Watchdog expired: write 0 to clear it first")
+            return
+        changed = {_OWNER[a].name for a in range(xm430.CONTROL_TABLE_SIZE)
+                   if staged[a] != self._memory[a] and _OWNER[a] is not None}
+        touched = {name for name in _GOAL_REGISTERS if name in written or name in changed}
+        if touched:
+            raise ProtocolError(DATA_RANGE_ERROR, f"Bus Watchdog expired: {', '.join(sorted(touched))} read-only")
 
     def _check_goal_limits(self, staged: bytearray, written: set[str]) -> None:
         def value(name: str) -> int:

@@ -208,7 +208,8 @@ class StsBusEmulator(PtyBus):
         due = self._reply_due(servo.get("return_delay_time") * sts3215.RETURN_DELAY_UNIT_S, len(packet))
         if self.injector.drop_status():
             return
-        due += self.injector.status_delay_s()
+        if self.injector.delay_status():
+            due += self.injector.faults.delay_status_s     # a late reply: held back by the fault's delay
         self._transmit(self.injector.corrupt(packet), due)
 
 

@@ -382,15 +382,143 @@ def test_bulk_write_and_fast_bulk_read(sdk_bus):
     assert reader.getData(12, REG["goal_position"].address, 4) == 1234
 
 
-def test_delay_knob_holds_replies_back(sdk_bus):
-    bus = sdk_bus(ids=(11,), faults=DxlFaults(delay_status_rate=1.0, delay_status_s=0.005))
-    round_trips = []
-    for _ in range(5):
-        start = time.perf_counter()
-        assert bus.packet_handler.ping(bus.port, 11)[1] == COMM_SUCCESS
-        round_trips.append(time.perf_counter() - start)
-    assert min(round_trips) >= 0.005
-    assert bus.emulator.fault_counters["status_delayed"] == 5
+def _status_packets(raw: serial.Serial, count: int) -> list[p2.Packet]:
+    """Read status packets from a raw port until ``count`` arrived or the port's timeout passed."""
+    parser, found = p2.PacketParser(), []
+    while len(found) < count:
+        chunk = raw.read(1)
+        if not chunk:
+            break
+        found += parser.feed(chunk + raw.read(raw.in_waiting))
+    return found
+
+
+def test_delay_knob_makes_a_late_reply_arrive_inside_the_next_transaction(sdk_bus):
+    bus = sdk_bus(ids=(11,), faults=DxlFaults(delay_status_rate=1.0))
+    bus.port.closePort()
+    servo = bus.servo(11)
+    read_position = p2.build_instruction(11, p2.READ, bytes([REG["present_position"].address, 0, 4, 0]))
+    with serial.Serial(bus.emulator.port_path, timeout=0.2) as raw:
+        servo.set("present_position", 1111)
+        raw.write(read_position)
+        assert _status_packets(raw, 1) == []                     # held back: the first request times out
+        servo.set("present_position", 2222)
+        raw.write(read_position)                                  # the next request ...
+        late = _status_packets(raw, 1)
+    # ... is answered by the reply to the first one, with the value of the first request's time
+    assert len(late) == 1 and late[0].servo_id == 11
+    assert int.from_bytes(late[0].params[1:], "little") == 1111
+    assert bus.emulator.fault_counters["status_delayed"] == 2 and bus.emulator.stats["late_replies"] == 1
+
+
+def test_a_late_reply_is_held_at_least_its_delay(sdk_bus):
+    bus = sdk_bus(ids=(11,), faults=DxlFaults(delay_status_rate=1.0, delay_status_s=0.3))
+    bus.port.closePort()
+    ping = p2.build_instruction(11, p2.PING)
+    with serial.Serial(bus.emulator.port_path, timeout=0.05) as raw:
+        raw.write(ping)
+        raw.write(ping)                                            # too early: nothing is due yet
+        assert _status_packets(raw, 1) == []
+        time.sleep(0.35)                                           # let the 0.3 s hold pass
+        raw.write(ping)
+        assert len(_status_packets(raw, 2)) == 2                   # both earlier replies, now late
+
+
+def test_realtime_tick_is_each_servos_millisecond_clock(sdk_bus):
+    bus = sdk_bus(ids=(11, 12))
+    ticks = []
+    for _ in range(2):
+        began = time.monotonic()
+        ticks.append((_read(bus, 11, "realtime_tick"), _read(bus, 12, "realtime_tick"), began))
+        time.sleep(0.2)
+    (a11, a12, t0), (b11, b12, t1) = ticks
+    assert a11 != a12                                              # independent clocks
+    for first, second in ((a11, b11), (a12, b12)):
+        advanced = (second - first) % 32768                        # e-manual: 0 .. 32767 ms, then from 0
+        assert 0.15 * 1000 <= advanced <= (t1 - t0 + 0.1) * 1000
+
+
+def test_on_read_hook_moves_the_registers_on_every_read(sdk_bus):
+    from na_sim.moving_truth import ReadCounterTruth
+
+    servos = [ServoRegisters(servo_id) for servo_id in (11, 12)]
+    for servo in servos:
+        servo.set("return_delay_time", 0)
+    truth = ReadCounterTruth(servos)
+    bus = sdk_bus(servos=servos, on_read=truth)
+    first, second = _read(bus, 11, "present_position"), _read(bus, 11, "present_position")
+    assert second == first + 1
+    group = GroupSyncRead(bus.port, bus.packet_handler, xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_LENGTH)
+    for servo_id in (11, 12):
+        group.addParam(servo_id)
+    assert group.txRxPacket() == COMM_SUCCESS
+    served = {(r.servo_id, r.position) for r in truth.records}
+    for servo_id in (11, 12):
+        position = xm430.decode_value(REG["present_position"], bytes(group.data_dict[servo_id])[8:12])
+        assert (servo_id, position) in served
+    assert [r.position for r in truth.records if r.servo_id == 11] == [first, second, first + 2]
+
+
+def _torque_on_with_watchdog(bus, servo_id: int, units: int) -> None:
+    assert _write(bus, servo_id, "torque_enable", 1) == (COMM_SUCCESS, 0)
+    assert _write(bus, servo_id, "bus_watchdog", units) == (COMM_SUCCESS, 0)
+
+
+def _expired_at(servo: ServoRegisters, timeout: float) -> float | None:
+    """When the in-process registers show an expired watchdog (observed without bus traffic)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if servo.get("bus_watchdog") == -1:
+            return time.monotonic()
+        time.sleep(0.002)
+    return None
+
+
+def test_bus_watchdog_stops_a_servo_the_host_stopped_talking_to(sdk_bus):
+    watchdog_s = 10 * 0.020                                        # 10 units of 20 ms (e-manual)
+    bus = sdk_bus(ids=(11, 12))
+    servo = bus.servo(11)
+    servo.set("present_position", 1500)
+    assert _write(bus, 11, "goal_position", 3000) == (COMM_SUCCESS, 0)
+    _torque_on_with_watchdog(bus, 11, 10)
+    last_instruction = time.monotonic()
+    for _ in range(10):                                            # instructions for another servo do not count
+        bus.packet_handler.ping(bus.port, 12)
+    expired = _expired_at(servo, 5.0)
+    assert expired is not None and expired >= last_instruction + watchdog_s
+    assert servo.get("goal_position") == 1500 and servo.get("torque_enable") == 1      # holds, torque on
+    assert _read(bus, 11, "bus_watchdog") == -1
+    assert _write(bus, 11, "goal_position", 2500) == (COMM_SUCCESS, DATA_RANGE_ERROR)  # goals read-only
+    assert _write(bus, 11, "bus_watchdog", 0) == (COMM_SUCCESS, 0)                     # clear
+    assert _write(bus, 11, "goal_position", 2500) == (COMM_SUCCESS, 0)
+    assert bus.emulator.stats["watchdog_expired"] == 1
+
+
+def test_sync_reads_that_list_the_servo_keep_its_watchdog_fed(sdk_bus):
+    bus = sdk_bus(ids=(11, 12))
+    _torque_on_with_watchdog(bus, 11, 25)                          # 0.5 s
+    group = GroupSyncRead(bus.port, bus.packet_handler, REG["present_position"].address, 4)
+    group.addParam(11)
+    fed_until = time.monotonic() + 1.5
+    while time.monotonic() < fed_until:
+        group.txRxPacket()
+        time.sleep(0.02)                                           # pacing a 50 Hz loop
+    assert bus.servo(11).get("bus_watchdog") == 25
+    assert _expired_at(bus.servo(11), 5.0) is not None             # and it expires once the reads stop
+
+
+def test_firmware_gates_fast_sync_read_and_the_watchdog(sdk_bus):
+    old = [ServoRegisters(sid, firmware_version=44) for sid in (11, 12)]
+    bus = sdk_bus(servos=old)
+    group = GroupSyncRead(bus.port, bus.packet_handler, REG["present_position"].address, 4)
+    for servo_id in (11, 12):
+        group.addParam(servo_id)
+    assert group.fastSyncRead() == COMM_RX_TIMEOUT                 # firmware 44 does not know 0x8A
+    assert group.txRxPacket() == COMM_SUCCESS                      # plain Sync Read works
+    assert bus.packet_handler.ping(bus.port, 11) == (xm430.MODEL_NUMBER, COMM_SUCCESS, 0)
+    assert bus.packet_handler.read1ByteTxRx(bus.port, 11, REG["firmware_version"].address)[0] == 44
+    older = sdk_bus(servos=[ServoRegisters(13, firmware_version=37)])
+    assert _write(older, 13, "bus_watchdog", 5) == (COMM_SUCCESS, ACCESS_ERROR)
 
 
 def test_parser_finds_packets_in_a_dribbled_noisy_stream():
@@ -461,3 +589,23 @@ def test_live_rig_serves_both_arms_and_the_ft_sensors(tmp_path, wait_for, monkey
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_emulator_process_serves_a_bus_and_reports_what_it_served(monkeypatch):
+    from na_sim.emulator_process import EmulatorProcess
+
+    monkeypatch.setattr(dynamixel_sdk.port_handler, "LATENCY_TIMER", 50)     # loaded CI machine: see conftest
+    with EmulatorProcess((11, 12), moving_truth=True, firmware_version=46,
+                         registers={"present_temperature": (40, 41)}) as bus:
+        port = PortHandler(bus.port_path)
+        assert port.openPort() and port.setBaudRate(1_000_000)
+        handler = PacketHandler(2.0)
+        positions = [handler.read4ByteTxRx(port, 12, REG["present_position"].address) for _ in range(3)]
+        port.closePort()
+        assert bus.get(12, "firmware_version") == 46
+        bus.set(11, "led", 1)
+        assert bus.get(11, "led") == 1
+        report = bus.stop()
+    assert [(value, result) for value, result, _ in positions] == [(p.position, COMM_SUCCESS)
+                                                                   for p in report.served if p.servo_id == 12]
+    assert report.stats["read"] == 3 and report.registers[11][REG["led"].address] == 1

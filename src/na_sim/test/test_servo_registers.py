@@ -202,3 +202,96 @@ def test_concurrent_physics_and_bus_never_see_a_torn_block():
     finally:
         stop.set()
         thread.join()
+
+
+# ---- Bus Watchdog (e-manual, XM430-W350 "Bus Watchdog (98)": 20 ms units, -1 = expired) ----------------
+WATCHDOG_UNIT_S = 0.020          # e-manual: one Bus Watchdog unit
+
+
+def _armed(mode: int = 3, units: int = 5, at: float = 100.0) -> ServoRegisters:
+    servo = ServoRegisters(1)
+    servo.write(_address("operating_mode"), bytes([mode]))
+    servo.set("present_position", 1500)
+    servo.write(_address("goal_position"), _le(3000, 4))
+    servo.write(_address("profile_velocity"), _le(40, 4))
+    servo.write(_address("torque_enable"), b"\x01")
+    servo.write(_address("bus_watchdog"), bytes([units]))
+    servo.instruction_received(at)
+    return servo
+
+
+def test_bus_watchdog_expires_only_after_its_time_without_instructions():
+    servo = _armed(units=5, at=100.0)
+    assert servo.watchdog_deadline() == pytest.approx(100.0 + 5 * WATCHDOG_UNIT_S)
+    assert not servo.check_watchdog(100.0 + 5 * WATCHDOG_UNIT_S - 1e-3)
+    servo.instruction_received(100.09)                          # an instruction restarts it
+    assert not servo.check_watchdog(100.0 + 5 * WATCHDOG_UNIT_S + 1e-3)
+    assert servo.check_watchdog(100.09 + 5 * WATCHDOG_UNIT_S + 1e-3)
+    assert servo.get("bus_watchdog") == -1
+    assert servo.read(_address("bus_watchdog"), 1) == b"\xff"   # -1 on the wire
+    # Stopped and holding where it is, with torque still on; the profile no longer applies.
+    assert servo.get("goal_position") == 1500 and servo.get("torque_enable") == 1
+    assert servo.get("profile_velocity") == 0 and servo.get("profile_acceleration") == 0
+    assert not servo.check_watchdog(200.0)                      # expires once
+
+
+def test_bus_watchdog_does_not_run_with_torque_off_or_value_0():
+    servo = _armed(units=5, at=100.0)
+    servo.write(_address("torque_enable"), b"\x00")
+    assert servo.watchdog_deadline() is None and not servo.check_watchdog(200.0)
+    servo = _armed(units=5, at=100.0)
+    servo.write(_address("bus_watchdog"), b"\x00")
+    assert not servo.check_watchdog(200.0) and servo.get("bus_watchdog") == 0
+
+
+@pytest.mark.parametrize(("mode", "goal", "value"), [(1, "goal_velocity", 50), (16, "goal_pwm", 300)])
+def test_bus_watchdog_stops_velocity_and_pwm_modes(mode: int, goal: str, value: int):
+    servo = ServoRegisters(1)
+    servo.write(_address("operating_mode"), bytes([mode]))
+    servo.write(_address(goal), _le(value, xm430.REGISTERS[goal].size))
+    servo.write(_address("torque_enable"), b"\x01")
+    servo.write(_address("bus_watchdog"), b"\x02")
+    servo.instruction_received(0.0)
+    assert servo.check_watchdog(1.0)
+    assert servo.get(goal) == 0
+
+
+def test_expired_watchdog_makes_goals_read_only_until_cleared_with_0():
+    servo = _armed(units=5, at=0.0)
+    assert servo.check_watchdog(1.0)
+    for name, value in (("goal_position", 2000), ("goal_velocity", 10), ("goal_current", 10), ("goal_pwm", 10)):
+        assert _refused(servo, name, value) == DATA_RANGE_ERROR, name
+    # ... also through Indirect Data pointing at Goal Position
+    servo.write(_address("indirect_address_1"), _le(_address("goal_position"), 2))
+    with pytest.raises(ProtocolError) as info:
+        servo.write(_address("indirect_data_1"), b"\x07")
+    assert info.value.code == DATA_RANGE_ERROR
+    assert _refused(servo, "bus_watchdog", 5) == DATA_RANGE_ERROR     # re-arming needs the clear first
+    servo.write(_address("led"), b"\x01")                              # other RAM stays writable
+    servo.write(_address("bus_watchdog"), b"\x00")
+    assert servo.get("bus_watchdog") == 0
+    servo.write(_address("goal_position"), _le(2000, 4))
+    servo.write(_address("bus_watchdog"), b"\x05")
+    assert servo.get("goal_position") == 2000 and servo.get("bus_watchdog") == 5
+
+
+def test_host_cannot_write_minus_one_and_reboot_clears_an_expired_watchdog():
+    servo = _armed(units=5, at=0.0)
+    assert _refused(servo, "bus_watchdog", -1) == DATA_RANGE_ERROR
+    assert _refused(servo, "bus_watchdog", 128) == DATA_RANGE_ERROR
+    assert servo.check_watchdog(1.0)
+    servo.reboot()
+    assert servo.get("bus_watchdog") == 0 and servo.get("torque_enable") == 0
+
+
+def test_firmware_version_is_configurable_and_gates_the_watchdog_and_fast_sync_read():
+    old = ServoRegisters(3, firmware_version=37)
+    assert old.get("firmware_version") == 37 and old.read(_address("firmware_version"), 1) == bytes([37])
+    assert not old.has_bus_watchdog and not old.answers_fast_sync_read
+    assert _refused(old, "bus_watchdog", 5) == ACCESS_ERROR
+    old.factory_reset(RESET_ALL)
+    assert old.get("firmware_version") == 37                            # firmware is not a setting
+    middle = ServoRegisters(3, firmware_version=44)
+    assert middle.has_bus_watchdog and not middle.answers_fast_sync_read
+    assert ServoRegisters(3, firmware_version=45).answers_fast_sync_read
+    assert ServoRegisters(3).get("firmware_version") == 48               # the table's default
