@@ -196,3 +196,46 @@ def test_collect_graph_records_payload_and_push_episodes(ros_graph, wait_for, tm
         with EpisodeReader(path) as reader:
             assert reader.metadata["complete"] is complete
             assert sum(1 for _ in reader.messages("/follower/arm_state")) > 100
+
+
+@pytest.mark.system
+def test_the_readme_one_command_collect_on_the_simulated_rig(ros_graph, tmp_path, quick_ft_config) -> None:
+    """`na-launch na_bringup collect.launch.xml sim:=true start_rig:=true --run` (the README's command for
+    `ros2 launch`): the drivers start before the rig has linked its ports and wait for them; an episode
+    records arm states and F/T; Ctrl-C ends it all cleanly."""
+    import socket
+    import subprocess
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        ft_port = sock.getsockname()[1]
+    out = tmp_path / "episodes"
+    command = ["na-launch", "na_bringup", "collect.launch.xml", "sim:=true", "start_rig:=true",
+               f"sim_dir:={tmp_path / 'sim'}", f"output_dir:={out}", f"ft_port:={ft_port}",
+               f"ft_config:={quick_ft_config}", "--run"]
+    process = subprocess.Popen(command, env={**os.environ, **ros_env()}, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    operator = Operator(ros_graph)
+
+    class Alive:
+        @staticmethod
+        def check_alive() -> None:
+            assert process.poll() is None, process.stdout.read()
+
+    try:
+        operator.wait_ready([Alive])
+        report = operator.record("one_command", 0.0, "ft_sensor", 2.0)
+        assert report.success, report.message
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    output = process.stdout.read()
+    assert code == 0, output
+    assert "Traceback" not in output and "exited with code 2" not in output, output
+    with EpisodeReader(out / "episode_000001") as reader:     # data flowed (rates: the test above)
+        counts = {name: topic.count for name, topic in reader.topics.items()}
+    assert counts.get("/follower/arm_state", 0) >= 0.5 * 2.0 * ARM_RATE_HZ, counts
+    assert counts.get("/ft/wrench", 0) >= 0.5 * 2.0 * NETFT_RATE_HZ, counts

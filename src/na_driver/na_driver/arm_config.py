@@ -50,6 +50,7 @@ class ArmConfig:
     bus_retries: int
     reply_timeout: float                   # s, 0 = derived from the baud rate
     reopen_interval: float                 # s between attempts to reopen a lost port
+    port_wait: float                       # s to wait at start-up for the port to appear
     frame_id: str
     robot_spec: RobotSpec                  # IDs, names, homing, directions, gripper map, limits
     bus_watchdog_ms: float = 100.0         # follower: servos stop on their own this long after the host's last packet
@@ -106,6 +107,7 @@ def default_parameters(spec: RobotSpec | None = None) -> dict[str, Any]:
         "bus_retries": 2,
         "reply_timeout": 0.0,
         "reopen_interval": 1.0,
+        "port_wait": 15.0,                       # s; a launch may start the driver before its port exists
         "frame_id": spec.base_frame,
         "bus_watchdog_ms": 100.0,                # 5 units of 20 ms; 0 = off (e-manual, Bus Watchdog)
         "thread_priority": 50,                   # like ros2_control's update thread; 0 = normal scheduling
@@ -212,6 +214,9 @@ def build_config(params: Mapping[str, Any]) -> ArmConfig:
     reopen = float(p["reopen_interval"])
     if not reopen > 0:
         raise ConfigError(f"parameter 'reopen_interval' must be positive, got {reopen}")
+    port_wait = float(p["port_wait"])
+    if not port_wait >= 0:
+        raise ConfigError(f"parameter 'port_wait' must be >= 0 s, got {port_wait}")
     watchdog_ms = float(p["bus_watchdog_ms"])
     max_watchdog_ms = xm430.BUS_WATCHDOG_MAX_UNITS * xm430.BUS_WATCHDOG_UNIT_S * 1e3
     unit_ms = xm430.BUS_WATCHDOG_UNIT_S * 1e3
@@ -228,5 +233,5 @@ def build_config(params: Mapping[str, Any]) -> ArmConfig:
         position_p_gain=tuple(gains["position_p_gain"]), position_i_gain=tuple(gains["position_i_gain"]),
         position_d_gain=tuple(gains["position_d_gain"]), current_limit=tuple(current), return_delay_us=delay,
         temperature_warning=warn, temperature_trip=trip, error_timeout=error_timeout, bus_retries=retries,
-        reply_timeout=reply_timeout, reopen_interval=reopen, frame_id=str(p["frame_id"]), robot_spec=spec,
-        bus_watchdog_ms=watchdog_ms, thread_priority=priority)
+        reply_timeout=reply_timeout, reopen_interval=reopen, port_wait=port_wait, frame_id=str(p["frame_id"]),
+        robot_spec=spec, bus_watchdog_ms=watchdog_ms, thread_priority=priority)

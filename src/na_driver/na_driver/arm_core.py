@@ -38,6 +38,7 @@ from na_description import xm430
 from na_driver import state_layout
 from na_driver.arm_config import ArmConfig
 from na_driver.arm_health import HealthEvent, HealthMonitor
+from na_driver.devices import wait_for_device
 from na_driver.dxl_bus import BusError, DxlBus, PortLostError, PortOpenError, ServoReply
 from na_driver.reply_clock import ServoClock
 from na_driver.state_layout import StateLayout
@@ -144,7 +145,9 @@ class ArmDriverCore:
 
     # ---- start-up -------------------------------------------------------------------------
     def start(self) -> None:
-        """Open the port, check every servo, write and verify settings, set torque for the role."""
+        """Open the port (waiting up to ``port_wait`` s for it to appear), check every servo, write and verify
+        settings, set torque for the role."""
+        wait_for_device(self.config.port, self.config.port_wait, lambda text: self.log(OK, text))
         try:
             self.bus.open()
         except PortOpenError as exc:

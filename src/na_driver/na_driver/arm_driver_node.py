@@ -61,6 +61,7 @@ PARAMETER_DESCRIPTIONS = {
     "bus_retries": "Sync Read retries per cycle for servos whose reply was missing or corrupt",
     "reply_timeout": "s to wait for replies per transaction; 0 derives it from the baud rate",
     "reopen_interval": "s between attempts to reopen a lost port",
+    "port_wait": "s to wait at start-up for the serial port to appear (0 = fail at once)",
     "bus_watchdog_ms": "follower: servos stop and hold on their own this long after the last packet (0 = off)",
     "thread_priority": "SCHED_FIFO priority of the bus loop thread (0 = normal scheduling; needs CAP_SYS_NICE)",
     "frame_id": "header frame_id of arm_state / joint_states",

@@ -45,6 +45,7 @@ class FtConfig:
     tare_duration: float           # s
     tare_on_start: bool
     stale_timeout: float           # s without a good reading before the data is reported stale
+    port_wait: float = 15.0        # s to wait at start-up for the serial device to appear
 
 
 def default_ft_parameters() -> dict[str, Any]:
@@ -63,6 +64,7 @@ def default_ft_parameters() -> dict[str, Any]:
         "tare_duration": 5.0,                # s, the authors' unloaded average (docs/REFERENCES.md, Authors' setup)
         "tare_on_start": False,
         "stale_timeout": 0.1,
+        "port_wait": 15.0,                   # s; a launch may start the driver before its serial device exists
     }
 
 
@@ -101,10 +103,14 @@ def build_ft_config(params: Mapping[str, Any]) -> FtConfig:
     baud = int(p["baud_rate"])
     if baud <= 0:
         raise FtConfigError(f"parameter 'baud_rate' must be positive, got {baud}")
+    port_wait = float(p["port_wait"])
+    if not port_wait >= 0:
+        raise FtConfigError(f"parameter 'port_wait' must be >= 0 s, got {port_wait}")
     return FtConfig(backend=backend, address=str(p["address"]), port=port, device=str(p["device"]),
                     baud_rate=baud, counts_per_force=cpf, counts_per_torque=cpt, publish_rate=rate,
                     frame_id=str(p["frame_id"]), axis_permutation=tuple(perm), axis_signs=tuple(signs),
-                    tare_duration=tare, tare_on_start=bool(p["tare_on_start"]), stale_timeout=stale)
+                    tare_duration=tare, tare_on_start=bool(p["tare_on_start"]), stale_timeout=stale,
+                    port_wait=port_wait)
 
 
 def make_source(config: FtConfig) -> NetFtSource | SerialLineSource:

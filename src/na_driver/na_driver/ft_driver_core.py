@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from na_common.diagnostics import ERROR, OK, STALE, WARN, Level
+from na_driver.devices import wait_for_device
 from na_driver.ft_core import FtConfig, FtProcessor, WrenchSample, make_source
 from na_driver.ft_sources import FtSourceError, NetFtSource, SerialLineSource
 
@@ -29,7 +31,10 @@ class FtDriverCore:
         self.read_error: str | None = None      # the last read failure, until a read succeeds
         self.tare_margin_s = TARE_MARGIN_S
 
-    def open(self) -> None:
+    def open(self, on_wait: Callable[[str], None] | None = None) -> None:
+        """Open the source; a serial device that does not exist yet is waited for up to ``port_wait`` s."""
+        if self.config.backend == "serial":
+            wait_for_device(self.config.device, self.config.port_wait, on_wait)
         self.source.open()
 
     def close(self) -> None:
@@ -79,5 +84,6 @@ class FtDriverCore:
         now = time.monotonic() if now is None else now
         p = self.processor
         return {**p.counters.as_dict(), "malformed": self.source.malformed,
+                "stream_restarts": getattr(self.source, "restarts", 0),
                 "last_error_status": f"0x{p.last_error_status:08X}",
                 "age_of_last_good_s": f"{now - p.last_good:.3f}"}

@@ -36,6 +36,7 @@ PARAMETER_DESCRIPTIONS = {
     "tare_duration": "s averaged by ~/tare (and tare_on_start)",
     "tare_on_start": "tare once at start-up (the sensor must be unloaded)",
     "stale_timeout": "s without a good reading before diagnostics report stale data",
+    "port_wait": "serial: s to wait at start-up for the device to appear (0 = fail at once)",
 }
 _READ_TIMEOUT_S = 0.05
 
@@ -46,7 +47,7 @@ class FtDriverNode(Node):
         params = declare_and_read(self, default_ft_parameters(), PARAMETER_DESCRIPTIONS, typed=False)
         self.config = build_ft_config(params)
         self.core = FtDriverCore(self.config)
-        self.core.open()
+        self.core.open(self.get_logger().info)
         self._pub = self.create_publisher(WrenchStamped, topics.WRENCH, 50)
         self._diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
         self.create_service(Trigger, "~/tare", self._on_tare)
@@ -68,8 +69,14 @@ class FtDriverNode(Node):
                     self.get_logger().error(str(exc))
                 self._stop.wait(0.5)
                 continue
-            if sample is not None:
+            if sample is None:
+                continue
+            try:
                 self._pub.publish(self._to_msg(sample))
+            except Exception:   # rclpy raises RCLError once a signal has shut the context down
+                if not self.context.ok():
+                    return      # SIGINT/SIGTERM: close() ends this thread; not an error
+                raise
 
     def _to_msg(self, sample: WrenchSample) -> WrenchStamped:
         msg = WrenchStamped()

@@ -43,9 +43,15 @@ class RawReading:
 
 
 class NetFtSource:
-    """UDP client of an ATI Net F/T box streaming RDT records."""
+    """UDP client of an ATI Net F/T box streaming RDT records.
+
+    When no record has arrived for ``restart_after`` s the start command is sent again: the box may
+    not have been listening when the stream was requested (it was booting, or a simulated sensor was
+    still starting), or it rebooted; a start while streaming only restarts the stream.
+    """
 
     sequence_bits = 32
+    restart_after = 1.0        # s without a record before the start command is repeated
 
     def __init__(self, address: str, port: int = RDT_PORT, counts_per_force: float = DEFAULT_COUNTS_PER_FORCE,
                  counts_per_torque: float = DEFAULT_COUNTS_PER_TORQUE) -> None:
@@ -53,6 +59,8 @@ class NetFtSource:
         self._scale = np.array([counts_per_force] * 3 + [counts_per_torque] * 3, dtype=float)
         self._socket: socket.socket | None = None
         self.malformed = 0
+        self.restarts = 0                          # start commands repeated after a silence
+        self._last_heard = -float("inf")          # monotonic time of the last record or start command
 
     @property
     def name(self) -> str:
@@ -65,7 +73,11 @@ class NetFtSource:
         except OSError as exc:
             raise FtSourceError(f"cannot reach {self.name}: {exc}") from exc
         self._socket = sock
+        self._start()
+
+    def _start(self) -> None:
         self._command(RDT_CMD_START_HIGH_SPEED)
+        self._last_heard = time.monotonic()
 
     def _command(self, command: int, count: int = 0) -> None:
         if self._socket is None:
@@ -86,13 +98,15 @@ class NetFtSource:
         self._socket.settimeout(timeout)
         try:
             data = self._socket.recv(256)
-        except TimeoutError:
+        except (TimeoutError, ConnectionRefusedError):   # refused: ICMP port unreachable, not (yet) listening
+            if time.monotonic() - self._last_heard > self.restart_after:
+                self.restarts += 1
+                self._start()
             return None
-        except ConnectionRefusedError:
-            return None        # ICMP port unreachable: the box is not (yet) listening
         except OSError as exc:
             raise FtSourceError(f"{self.name}: receive failed: {exc}") from exc
-        return self.decode(data, time.monotonic())
+        self._last_heard = time.monotonic()
+        return self.decode(data, self._last_heard)
 
     def decode(self, data: bytes, received: float) -> RawReading | None:
         if len(data) != RDT_RECORD.size:

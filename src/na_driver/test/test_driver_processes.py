@@ -18,9 +18,57 @@ def run_module(module: str, *args: str, timeout: float = 30.0) -> subprocess.Com
 @pytest.mark.node
 def test_wrong_port_exits_with_an_error_naming_it() -> None:
     result = run_module("na_driver.arm_driver_node", "--ros-args", "-p", "port:=/dev/na-no-such-port",
-                        "-p", "role:=follower")
+                        "-p", "role:=follower", "-p", "port_wait:=0.5")
     assert result.returncode == 2
     assert "/dev/na-no-such-port" in result.stderr
+
+
+@pytest.mark.system
+def test_a_driver_started_before_its_port_exists_waits_for_it(emulated_arm, wait_for, tmp_path) -> None:
+    """As when a launch file starts the drivers and the simulated rig together: the port appears later."""
+    emulator, servos = emulated_arm()
+    link = tmp_path / "follower_arm"
+    process = start_follower(str(link), "port_wait:=30.0")
+    try:
+        time.sleep(1.5)
+        assert process.poll() is None, process.stdout.read()          # still waiting, not failed
+        link.symlink_to(emulator.port_path)
+        assert wait_for(lambda: all(r.get("torque_enable") == 1 for r in servos) or process.poll() is not None, 30.0)
+        assert process.poll() is None, process.stdout.read()
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    assert "waiting up to 30 s" in process.stdout.read()
+
+
+@pytest.mark.system
+def test_ft_driver_stops_without_a_traceback_on_sigint() -> None:
+    import numpy as np
+
+    from na_sim.ft_emulator import NetFtEmulator
+
+    with NetFtEmulator(lambda: np.zeros(6), rate_hz=1000.0) as sensor:
+        process = subprocess.Popen([sys.executable, "-m", "na_driver.ft_driver_node", "--ros-args",
+                                    "-p", "address:=127.0.0.1", "-p", f"port:={sensor.port}"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 20.0
+            while sensor.stats["records"] < 500 and time.monotonic() < deadline and process.poll() is None:
+                time.sleep(0.05)                    # streaming: the reader thread publishes while the signal arrives
+            assert process.poll() is None and sensor.stats["records"] >= 500
+            process.send_signal(signal.SIGINT)
+            code = process.wait(timeout=10.0)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        output = process.stdout.read()
+    assert code == 0, output
+    assert "Traceback" not in output and "RCLError" not in output, output
 
 
 def start_follower(port: str, *params: str) -> subprocess.Popen:

@@ -109,6 +109,31 @@ def test_netft_values_match_the_emulator_and_tare_removes_the_offset(wait_for) -
         assert wait_for(lambda: not emulator.streaming, 2.0)      # the driver stopped the stream on close
 
 
+def test_netft_stream_starts_even_when_the_sensor_comes_up_after_the_driver() -> None:
+    """The start command is repeated after a silence: a sensor (or simulated rig) that starts listening
+    after the driver asked for the stream still streams to it."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:       # a port nobody listens on yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    source = NetFtSource("127.0.0.1", port)
+    source.open()
+    try:
+        silent_until = time.monotonic() + 1.5
+        while time.monotonic() < silent_until:
+            assert source.read(0.05) is None
+        with NetFtEmulator(lambda: TRUE_WRENCH, port=port, rate_hz=500.0, error_model=NOISE):
+            deadline = time.monotonic() + 5.0
+            reading = None
+            while reading is None and time.monotonic() < deadline:
+                reading = source.read(0.05)
+            assert reading is not None, "no record after the sensor came up"
+            assert source.restarts >= 1
+    finally:
+        source.close()
+
+
 def test_netft_sensor_side_bias_command() -> None:
     with NetFtEmulator(lambda: TRUE_WRENCH, rate_hz=500.0, error_model=NOISE) as emulator:
         config = build_ft_config({"address": "127.0.0.1", "port": emulator.port})

@@ -156,8 +156,10 @@ class DxlBusEmulator:
             if self._watchdog_running():
                 timeout = min(timeout, _WATCHDOG_POLL_S)
             ready, _, _ = select.select([self._master_fd], [], [], timeout)
-            self._check_watchdogs()
             if not ready:
+                # Only a bus that is really silent expires a watchdog: when this thread was late (a loaded
+                # host), packets that arrived meanwhile are in the pty and reset the watchdog first.
+                self._check_watchdogs()
                 if self._parser.pending and time.monotonic() - last_byte_at > PARTIAL_PACKET_TIMEOUT_S:
                     self.stats["resyncs"] += 1
                     self._handle_all(self._parser.resync())
@@ -172,6 +174,7 @@ class DxlBusEmulator:
             self._bus_free_at = max(self._bus_free_at, time.perf_counter())
             self.stats["bytes_received"] += len(data)
             self._handle_all(self._parser.feed(data))
+            self._check_watchdogs()
 
     def _handle_all(self, packets: list[p2.Packet]) -> None:
         for index, packet in enumerate(packets):
