@@ -19,7 +19,6 @@ import numpy as np
 from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
 from na_description.spec import load_spec
 from na_training.baselines.episodes import NOMINAL, EpisodeArrays
-from na_training.baselines.id_friction import stribeck_friction
 
 
 @dataclass
@@ -38,6 +37,19 @@ class SyntheticActuator:
     @property
     def has_friction(self) -> bool:
         return self.coulomb is not None
+
+
+# Friction of the synthetic truth, written out here rather than imported from the ID-Friction baseline,
+# so that a mistake in the baseline's law cannot be hidden by data generated with that same law: the
+# textbook Stribeck curve (Coulomb level, static peak decaying with exp(-(v/vs)^2), viscous term) with
+# the sign of the velocity smoothed over about 0.01 rad/s.
+FRICTION_SIGN_SMOOTHING = 0.01      # rad/s
+
+
+def _true_friction(velocity: np.ndarray, actuator: SyntheticActuator) -> np.ndarray:
+    decay = np.exp(-np.square(velocity / actuator.stribeck_velocity))
+    level = actuator.coulomb * (1.0 - decay) + actuator.stribeck * decay
+    return level * np.tanh(velocity / FRICTION_SIGN_SMOOTHING) + actuator.viscous * velocity
 
 
 def smooth_pulse(t: np.ndarray | float, start: float, stop: float, ramp: float) -> np.ndarray:
@@ -100,8 +112,7 @@ def simulate_episode(actuator: SyntheticActuator, duration: float = 4.0, seed: i
         current = (motor - actuator.offset) / actuator.slope
         joint_torque = motor.copy()
         if actuator.has_friction:
-            joint_torque -= stribeck_friction(qd, actuator.coulomb, actuator.stribeck, actuator.viscous,
-                                              actuator.stribeck_velocity)
+            joint_torque -= _true_friction(qd, actuator)
             # the same hysteretic flank update as id_friction.backlash_flank, one frame at a time
             flank = np.where(np.abs(qd) > actuator.backlash_velocity, np.sign(qd), flank)
             joint_torque += actuator.backlash * flank
