@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
+import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +39,9 @@ from na_training import CONFIG_DIR, align, labels
 from na_training.align import NS_PER_S, AlignmentError
 from na_training.cdr_columns import CdrError, MessageGroup, message_groups
 from na_training.labels import FixturePose, LabelError
-from na_training.nad import AXES, NadError, NadWriter, build_columns
+from na_training.nad import AXES, Column, NadError, NadWriter, build_columns, write_episode_table
+from na_training.progress import Progress
+from na_training.workers import OrderedWorkers, available_cpus
 
 if TYPE_CHECKING:
     from na_common.episode_bag import RawMessages
@@ -562,86 +566,191 @@ class ConvertResult:
     frames: int
     skipped: list[dict[str, str]]
     report: dict[str, Any]
+    messages: int = 0              # messages in the converted and skipped bags, every topic
+    seconds: float = 0.0           # wall-clock time of the conversion
+
+
+def default_jobs() -> int:
+    """Worker processes ``convert`` uses unless told: one per CPU this process may use."""
+    return available_cpus()
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    """What converting one bag needs besides the bag (sent to every worker task; picklable)."""
+
+    config: dict[str, Any]
+    joint_names: list[str]
+    period_ns: int | None
+    with_truth: bool
+    columns: list[Column]
+
+
+@dataclass
+class BagOutcome:
+    """One converted bag (its episode file staged at ``staged``), or why it could not be converted."""
+
+    path: Path
+    row: dict[str, Any] | None = None
+    report: dict[str, Any] | None = None
+    native_dt_ns: float | None = None
+    staged: Path | None = None
+    error: str | None = None
+
+
+def convert_bag(job: EpisodeJob, path: Path, staged: Path) -> BagOutcome:
+    """Read, align and label one bag and write its episode file to ``staged`` (runs in a worker)."""
+    try:
+        contents = read_bag(path, job.config, job.joint_names)
+        frames = align_episode(contents, job.config, job.joint_names, job.period_ns)
+    except ConvertError as err:
+        return BagOutcome(path, error=str(err))
+    if job.with_truth and not frames.has_truth:
+        _add_missing_truth(frames.data)
+    write_episode_table(staged, job.columns, frames.data)
+    stamps = frames.data["stamp_ns"]
+    return BagOutcome(path, row=_episode_row(contents, frames), report=frames.report, staged=staged,
+                      native_dt_ns=float(np.median(np.diff(stamps))) if len(stamps) > 1 else None)
+
+
+def _outcome(path: Path, result: Any) -> BagOutcome:
+    """A task's outcome; a worker that died or failed unexpectedly stops the run with the bag's name."""
+    try:
+        return result()
+    except BrokenProcessPool as err:
+        raise ConvertError(f"{path}: the worker process converting this bag died ({err})") from err
+    except Exception as err:
+        raise ConvertError(f"{path}: conversion failed ({type(err).__name__}: {err})") from err
 
 
 def convert(bags: Sequence[str | Path], out: str | Path, *, config: Mapping[str, Any] | None = None,
             rate_hz: float | None = None, seed: int | None = None, overwrite: bool = False,
-            skip_bad: bool = False, progress: bool = True) -> ConvertResult:
-    """Convert episode bags to a NAD at ``out`` (written atomically; nothing is written on error)."""
-    from tqdm import tqdm
+            skip_bad: bool = False, progress: bool = True, jobs: int | None = None) -> ConvertResult:
+    """Convert episode bags to a NAD at ``out`` (written atomically; nothing is written on error).
 
+    ``jobs`` worker processes convert the bags (default: one per CPU); the dataset is the same
+    byte for byte whatever their number.
+    """
     from na_description import load_spec
 
+    started = time.perf_counter()
     config = copy.deepcopy(dict(config) if config is not None else DEFAULT_CONFIG)
     validate_config(config)
     spec = load_spec()
-    joint_names = spec.joint_names
     if rate_hz is not None and (not np.isfinite(rate_hz) or rate_hz <= 0):
         raise ConvertError(f"--rate must be a positive number of Hz, got {rate_hz}")
-    period_ns = round(NS_PER_S / rate_hz) if rate_hz is not None else None
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise ConvertError(f"--jobs must be at least 1, got {jobs}")
     split_seed = int(config["split_seed"] if seed is None else seed)
     paths = expand_bag_paths(bags)
+    with OrderedWorkers(min(jobs, len(paths))) as workers:
+        recorded = _recorded_topics_of(paths, workers)
+        truth_topics = {config["topics"]["truth_wrench"], config["topics"]["truth_contact"]}
+        with_truth = any(truth_topics & set(topics) for topics in recorded)
+        columns = build_columns(spec.joint_names, labels.CONDITION_SUPERVISED_JOINTS, with_truth)
+        job = EpisodeJob(config=config, joint_names=list(spec.joint_names), with_truth=with_truth, columns=columns,
+                         period_ns=round(NS_PER_S / rate_hz) if rate_hz is not None else None)
+        writer = NadWriter(out, columns, overwrite=overwrite)
+        try:
+            converted = _convert_all(paths, recorded, job, writer, workers, skip_bad=skip_bad, progress=progress)
+            report = {"episodes": converted.reports, "skipped": converted.skipped,
+                      "totals": _totals(converted.reports)}
+            writer.finish(_dataset_info(spec, job, rate_hz, converted.native_dt_ns), report, split_seed)
+        except BaseException:
+            workers.close()          # no worker may still write into the folder that is removed
+            writer.abort()
+            raise
+    return ConvertResult(out=Path(out), episodes=len(converted.reports), frames=report["totals"]["frames"],
+                         skipped=converted.skipped, report=report, messages=sum(sum(t.values()) for t in recorded),
+                         seconds=time.perf_counter() - started)
 
-    truth_topics = {config["topics"]["truth_wrench"], config["topics"]["truth_contact"]}
-    with_truth = any(truth_topics & _recorded_topics(path) for path in paths)
-    columns = build_columns(joint_names, labels.CONDITION_SUPERVISED_JOINTS, with_truth)
-    writer = NadWriter(out, columns, overwrite=overwrite)
-    episode_reports: list[dict[str, Any]] = []
-    skipped: list[dict[str, str]] = []
-    native_dt: list[float] = []
+
+@dataclass
+class _Converted:
+    """What the bags gave: report rows of the episodes, skipped bags, native frame steps (ns)."""
+
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    native_dt_ns: list[float] = field(default_factory=list)
+
+
+def _convert_all(paths: Sequence[Path], recorded: Sequence[Mapping[str, int]], job: EpisodeJob, writer: NadWriter,
+                 workers: OrderedWorkers, *, skip_bad: bool, progress: bool) -> _Converted:
+    """Convert every bag in the workers and take their episodes in bag order."""
+    done = _Converted()
+    shown = Progress("convert", len(paths), "bag", enabled=progress)
     try:
-        for path in tqdm(paths, desc="convert", unit="bag", disable=not progress, file=sys.stderr):
-            try:
-                contents = read_bag(path, config, joint_names)
-                frames = align_episode(contents, config, joint_names, period_ns)
-            except ConvertError as err:
+        tasks = [(job, path, writer.staged_path(k)) for k, path in enumerate(paths)]
+        for k, result in enumerate(workers.run(convert_bag, tasks)):
+            outcome = _outcome(paths[k], result)
+            shown.advance(sum(recorded[k].values()), skipped=outcome.error is not None)
+            if outcome.error is not None:
                 if not skip_bad:
-                    raise
-                skipped.append({"source_bag": path.as_posix(), "error": str(err)})
+                    raise ConvertError(outcome.error)
+                done.skipped.append({"source_bag": paths[k].as_posix(), "error": outcome.error})
                 continue
-            if with_truth and not frames.has_truth:
-                _add_missing_truth(frames.data)
-            index = writer.add_episode(_episode_row(contents, frames), frames.data)
-            episode_reports.append({"episode_index": index, "source_bag": path.as_posix(), **frames.report})
-            if len(frames.data["stamp_ns"]) > 1:
-                native_dt.append(float(np.median(np.diff(frames.data["stamp_ns"]))))
-        if not episode_reports:
-            raise ConvertError("no episode could be converted" + "".join(f"\n  {s['error']}" for s in skipped))
-        frame_period = period_ns / NS_PER_S if period_ns else (float(np.median(native_dt)) / NS_PER_S
-                                                               if native_dt else None)
-        info = {
-            "robot": spec.name,
-            "base_frame": spec.base_frame,
-            "joint_names": joint_names,
-            "condition_joints": list(labels.CONDITION_SUPERVISED_JOINTS),
-            "resampled": period_ns is not None,
-            "rate_hz": (1.0 / frame_period) if frame_period else None,
-            "frame_period_s": frame_period,
-            "force_label": {"frame": spec.base_frame, "unit": "N",
-                            "convention": "force the environment exerts on the robot at the tool point"},
-            "feature_columns": [c.name for c in columns if c.group in
-                                ("command", "leader", "proprioception", "telemetry")],
-            "label_columns": [c.name for c in columns if c.group == "label"],
-            "evaluation_columns": [c.name for c in columns if c.group == "evaluation"],
-            "converter": {"config": config, "rate_hz": rate_hz},
-        }
-        report = {"episodes": episode_reports, "skipped": skipped, "totals": _totals(episode_reports)}
-        writer.finish(info, report, split_seed)
-    except BaseException:
-        writer.abort()
-        raise
-    return ConvertResult(out=Path(out), episodes=len(episode_reports), frames=report["totals"]["frames"],
-                         skipped=skipped, report=report)
+            index = writer.add_staged_episode(outcome.row, outcome.staged)
+            done.reports.append({"episode_index": index, "source_bag": paths[k].as_posix(), **outcome.report})
+            if outcome.native_dt_ns is not None:
+                done.native_dt_ns.append(outcome.native_dt_ns)
+    finally:
+        shown.close()
+    if not done.reports:
+        raise ConvertError("no episode could be converted" + "".join(f"\n  {s['error']}" for s in done.skipped))
+    return done
 
 
-def _recorded_topics(path: Path) -> set[str]:
-    """Topics with messages, from a bag's metadata.yaml (cheap; no message is read)."""
+def _dataset_info(spec: Any, job: EpisodeJob, rate_hz: float | None, native_dt_ns: Sequence[float]
+                  ) -> dict[str, Any]:
+    """meta/info.json fields the converter knows (the writer adds the schema, splits and columns)."""
+    period_ns = job.period_ns
+    frame_period = period_ns / NS_PER_S if period_ns else (float(np.median(native_dt_ns)) / NS_PER_S
+                                                           if native_dt_ns else None)
+    columns = job.columns
+    return {
+        "robot": spec.name,
+        "base_frame": spec.base_frame,
+        "joint_names": job.joint_names,
+        "condition_joints": list(labels.CONDITION_SUPERVISED_JOINTS),
+        "resampled": period_ns is not None,
+        "rate_hz": (1.0 / frame_period) if frame_period else None,
+        "frame_period_s": frame_period,
+        "force_label": {"frame": spec.base_frame, "unit": "N",
+                        "convention": "force the environment exerts on the robot at the tool point"},
+        "feature_columns": [c.name for c in columns if c.group in
+                            ("command", "leader", "proprioception", "telemetry")],
+        "label_columns": [c.name for c in columns if c.group == "label"],
+        "evaluation_columns": [c.name for c in columns if c.group == "evaluation"],
+        "converter": {"config": job.config, "rate_hz": rate_hz},
+    }
+
+
+def _recorded_topics_of(paths: Sequence[Path], workers: OrderedWorkers, batch: int = 32) -> list[dict[str, int]]:
+    """:func:`_recorded_topics` of every bag, read by the workers in batches."""
+    batches = [(list(paths[k:k + batch]),) for k in range(0, len(paths), batch)]
+    recorded: list[dict[str, int]] = []
+    for (some,), result in zip(batches, workers.run(_recorded_topics_batch, batches), strict=True):
+        try:
+            recorded.extend(result())
+        except BrokenProcessPool as err:
+            raise ConvertError(f"the worker process reading the metadata of {some[0]} ... {some[-1]} died "
+                               f"({err})") from err
+    return recorded
+
+
+def _recorded_topics_batch(paths: Sequence[Path]) -> list[dict[str, int]]:
+    return [_recorded_topics(path) for path in paths]
+
+
+def _recorded_topics(path: Path) -> dict[str, int]:
+    """Message count of each topic that has messages, from a bag's metadata.yaml (no message is read)."""
     from na_common.episode_bag import EpisodeBagError, read_rosbag2_info, topic_summaries
 
     try:
-        return {name for name, t in topic_summaries(read_rosbag2_info(path)).items() if t.count > 0}
+        return {name: t.count for name, t in topic_summaries(read_rosbag2_info(path)).items() if t.count > 0}
     except (OSError, EpisodeBagError, KeyError, TypeError, ValueError):
-        return set()          # read_bag reports the broken metadata with its reason
+        return {}          # read_bag reports the broken metadata with its reason
 
 
 def _episode_row(contents: BagContents, frames: EpisodeFrames) -> dict[str, Any]:
@@ -699,6 +808,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
 EPILOG = ("Frames are the follower samples (or a uniform grid when resampling). Defaults "
           "(na_training/config/convert.yaml): command and leader latest sample at most 15 ms old, F/T mean within "
           "+-5 ms, grasp latest state. Labels: F/T force -R(f - tare) in the base frame, payload "
@@ -723,7 +842,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip bags that cannot be converted (listed in the report) instead of stopping")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar and no report table")
+    parser.add_argument("--jobs", type=_positive_int, metavar="N",
+                        help="bags converted in N worker processes (default: one per CPU, here "
+                             f"{default_jobs()}); the dataset does not depend on N")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress (a bar on a terminal, a line every 10 s in a log) and no report table")
     parser.set_defaults(handler=run_convert)
     return parser
 
@@ -744,14 +867,15 @@ def run_convert(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         rate = 1.0 / args.frame_period if args.frame_period else args.rate
         result = convert(args.bags, args.out, config=config, rate_hz=rate, seed=args.seed,
-                         overwrite=args.overwrite, skip_bad=args.skip_bad, progress=not args.quiet)
+                         overwrite=args.overwrite, skip_bad=args.skip_bad, progress=not args.quiet, jobs=args.jobs)
     except (ConvertError, NadError, LabelError) as err:
         print(f"na-train convert: error: {err}", file=sys.stderr)
         return 2
     if not args.quiet:
         print(format_report(result.report))
     print(f"wrote {result.out}: {result.episodes} episodes, {result.frames} frames"
-          + (f", {len(result.skipped)} bag(s) skipped" if result.skipped else ""))
+          + (f", {len(result.skipped)} bag(s) skipped" if result.skipped else "")
+          + f" ({result.messages:,} messages in {result.seconds:.1f} s)")
     return 0
 
 

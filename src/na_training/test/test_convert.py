@@ -111,6 +111,7 @@ def write_bag(tmp_path: Path) -> Callable[..., Path]:
 
 def run(bags: Sequence[Path] | Path, out: Path, **kwargs) -> conv.ConvertResult:
     kwargs.setdefault("progress", False)
+    kwargs.setdefault("jobs", 1)
     return conv.convert([bags] if isinstance(bags, Path) else list(bags), out, **kwargs)
 
 
@@ -547,6 +548,10 @@ def test_read_bag_equals_deserialising_every_message(generated_bags: Path, write
                 assert got.dtype == values.dtype and np.array_equal(got, values), (bag, role, key)
 
 
+def _dataset_files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 def test_dataset_bytes_equal_the_deserialising_converter(generated_bags: Path, tmp_path: Path, monkeypatch) -> None:
     run(generated_bags, tmp_path / "columns", rate_hz=1 / 0.017)
     monkeypatch.setattr(conv, "read_bag", _reference_read_bag)
@@ -555,3 +560,107 @@ def test_dataset_bytes_equal_the_deserialising_converter(generated_bags: Path, t
     assert len(files) == 3 + 3
     for rel in files:
         assert (tmp_path / "columns" / rel).read_bytes() == (tmp_path / "reference" / rel).read_bytes(), rel
+
+
+# ------------------------------------------------------------------------------------ worker processes
+
+def test_jobs_give_the_same_bytes_with_skipped_bags(generated_bags: Path, write_bag, tmp_path: Path) -> None:
+    bags = conv.expand_bag_paths([generated_bags])
+    _odd_bags(write_bag, tmp_path / "odd")
+    broken = write_bag({"/follower/arm_state": []}, out=tmp_path / "broken")         # empty: skipped
+    bags = [bags[0], broken, *bags[1:], *conv.expand_bag_paths([tmp_path / "odd"])]
+    results = {jobs: run(bags, tmp_path / f"jobs{jobs}", rate_hz=50.0, skip_bad=True, seed=5, jobs=jobs)
+               for jobs in (1, 2, 3)}
+    assert results[1].episodes == len(bags) - 1 and results[1].skipped[0]["source_bag"] == broken.as_posix()
+    one = _dataset_files(tmp_path / "jobs1")
+    assert len(one) == 3 + results[1].episodes
+    for jobs in (2, 3):
+        assert _dataset_files(tmp_path / f"jobs{jobs}") == one
+    assert not list((tmp_path).glob(".jobs*"))                  # no temporary folders left
+
+
+def test_a_bad_bag_in_a_worker_stops_the_run_naming_it(generated_bags: Path, write_bag, tmp_path: Path) -> None:
+    bad = write_bag(standard_streams(frames=5), out=tmp_path / "bad", force_source="payload", payload_grams=10.0)
+    bags = [*conv.expand_bag_paths([generated_bags]), bad]
+    out = tmp_path / "nad"
+    with pytest.raises(conv.ConvertError, match=rf"^{bad}: missing topic\(s\) /episode/grasp"):
+        run(bags, out, jobs=2)
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".nad")]
+
+
+def _die_on_bad(job, path, staged):
+    """A stand-in for convert_bag whose worker process dies on bags named 'episode_000002'."""
+    import os
+
+    if path.name == "episode_000002":
+        os._exit(3)
+    return _real_convert_bag(job, path, staged)
+
+
+_real_convert_bag = conv.convert_bag
+
+
+def test_a_worker_that_dies_is_reported_with_its_bag(write_bag, tmp_path: Path, monkeypatch) -> None:
+    bags = [write_bag(standard_streams(frames=5)) for _ in range(3)]
+    monkeypatch.setattr(conv, "convert_bag", _die_on_bad)
+    with pytest.raises(conv.ConvertError, match=rf"^{bags[1]}: the worker process converting this bag died"):
+        run(bags, tmp_path / "nad", jobs=2)
+    assert not (tmp_path / "nad").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".nad")]
+
+
+def test_cli_jobs_option(write_bag, tmp_path: Path, capsys) -> None:
+    bag_dir = tmp_path / "bags"
+    for _ in range(2):
+        write_bag(standard_streams(frames=5), out=bag_dir)
+    assert conv.main_convert([str(bag_dir), "--out", str(tmp_path / "nad"), "--jobs", "2", "--quiet"]) == 0
+    assert "2 episodes" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        conv.main_convert([str(bag_dir), "--out", str(tmp_path / "nad0"), "--jobs", "0"])
+    assert "--jobs: must be at least 1" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ progress
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_in_a_log_is_plain_periodic_lines() -> None:
+    import io
+
+    from na_training.progress import Progress
+
+    stream, clock = io.StringIO(), _Clock()
+    shown = Progress("convert", 4, "bag", stream=stream, interval_s=10.0, clock=clock)
+    for k in range(4):
+        clock.now = 6.0 * (k + 1)
+        shown.advance(messages=1000, skipped=k == 2)
+    shown.close()
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue()
+    assert lines == ["convert: 2/4 bags, 2,000 messages (167 messages/s), 12.0 s",
+                     "convert: 4/4 bags, 1 skipped, 4,000 messages (167 messages/s), 24.0 s"]
+
+
+def test_progress_on_a_terminal_is_a_bar() -> None:
+    import io
+
+    from na_training.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Terminal()
+    shown = Progress("convert", 2, "bag", stream=stream)
+    shown.advance(messages=10)
+    shown.advance(messages=10)
+    shown.close()
+    assert "\r" in stream.getvalue() and "2/2" in stream.getvalue()
+    quiet = Terminal()
+    Progress("convert", 1, "bag", stream=quiet, enabled=False).advance(5)
+    assert quiet.getvalue() == ""
