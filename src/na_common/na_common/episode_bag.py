@@ -572,33 +572,34 @@ def read_raw_messages(path: str | Path, names: Collection[str], info: Mapping[st
 _NO_MESSAGES = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
-def _merge_in_order(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(log times, offsets, sizes) of several sources of one topic, by log time then offset (offsets grow
-    in recording order)."""
-    log_times, offsets, sizes = (np.concatenate(v) for v in zip(*parts, strict=True))
-    order = np.lexsort((offsets, log_times))
-    return log_times[order], offsets[order], sizes[order]
+_Located = tuple[np.ndarray, np.ndarray, np.ndarray]      # log times, offsets, sizes of one topic's messages
 
 
-def _raw_from_mcap(path: Path, info: Mapping[str, Any], names: set[str]
-                   ) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+def _raw_from_mcap(path: Path, info: Mapping[str, Any], names: set[str]) -> tuple[np.ndarray, dict[str, _Located]]:
     buffers: list[np.ndarray] = []
-    parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    found: dict[str, list[tuple[np.ndarray, ...]]] = {}
     base = 0
-    for name in info.get("relative_file_paths") or []:
+    for number, name in enumerate(info.get("relative_file_paths") or []):
         read = read_mcap_messages(path / name)
         for channel in read.channels.values():
             if channel.topic in names:
-                parts.setdefault(channel.topic, []).append((channel.log_times, channel.offsets + base, channel.sizes))
+                found.setdefault(channel.topic, []).append((
+                    channel.log_times, channel.offsets + base, channel.sizes,
+                    np.full(len(channel.ranks), number), channel.ranks))
         buffers.append(read.buffer)
         base += len(read.buffer)
     buffer = np.concatenate(buffers) if len(buffers) > 1 else buffers[0] if buffers else np.zeros(0, np.uint8)
-    return buffer, {topic: _merge_in_order(found) for topic, found in parts.items()}
+    return buffer, {topic: _merge_in_order(parts) for topic, parts in found.items()}
 
 
-def _raw_from_rosbags(path: Path, names: set[str]
-                      ) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+def _merge_in_order(parts: list[tuple[np.ndarray, ...]]) -> _Located:
+    """One topic's messages from several channels or files: by log time, then file, then place in the file."""
+    log_times, offsets, sizes, files, ranks = (np.concatenate(v) for v in zip(*parts, strict=True))
+    order = np.lexsort((ranks, files, log_times))
+    return log_times[order], offsets[order], sizes[order]
+
+
+def _raw_from_rosbags(path: Path, names: set[str]) -> tuple[np.ndarray, dict[str, _Located]]:
     found: dict[str, tuple[list[int], list[bytes]]] = {}
     try:
         with AnyReader([path], default_typestore=typestore()) as reader:

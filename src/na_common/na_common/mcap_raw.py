@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 MAGIC = b"\x89MCAP0\r\n"
 OP_FOOTER, OP_CHANNEL, OP_MESSAGE, OP_CHUNK, OP_MESSAGE_INDEX = 0x02, 0x04, 0x05, 0x06, 0x07
@@ -40,6 +41,7 @@ class ChannelMessages:
     log_times: np.ndarray    # int64, ns
     offsets: np.ndarray      # int64, into McapMessages.buffer
     sizes: np.ndarray        # int64
+    ranks: np.ndarray        # int64, place of each message in the file, counted over every channel
 
 
 @dataclass
@@ -50,9 +52,7 @@ class McapMessages:
     channels: dict[int, ChannelMessages] = field(default_factory=dict)
 
 
-def _decompressor(name: str) -> Callable[[bytes], bytes]:
-    if name == "":
-        return bytes
+def _decompressor(name: str) -> Callable[[memoryview], bytes]:
     if name == "lz4":
         from lz4.frame import decompress
         return decompress
@@ -67,8 +67,9 @@ def _decompressor(name: str) -> Callable[[bytes], bytes]:
 
 @dataclass
 class _Chunk:
-    start: int                               # file offset of the chunk record (orders chunks)
+    start: int                               # file offset of the chunk record (named in errors)
     data: np.ndarray                         # uncompressed records
+    in_file: int | None = None               # file offset of ``data`` when the chunk is stored uncompressed
     base: int = 0                            # offset of ``data`` in the final buffer
     index: dict[int, np.ndarray] = field(default_factory=dict)   # channel -> offsets in data
 
@@ -81,34 +82,45 @@ class _Parts:
     log_time: list[np.ndarray] = field(default_factory=list)
     offset: list[np.ndarray] = field(default_factory=list)     # into the final buffer
     size: list[np.ndarray] = field(default_factory=list)
+    place: list[np.ndarray] = field(default_factory=list)      # file offset of the record or of its chunk
+    within: list[np.ndarray] = field(default_factory=list)     # offset inside the chunk (0 outside chunks)
 
-    def add(self, channel: np.ndarray, log_time: np.ndarray, offset: np.ndarray, size: np.ndarray) -> None:
-        self.channel.append(channel)
-        self.log_time.append(log_time)
-        self.offset.append(offset)
-        self.size.append(size)
-
-
-def _string(body: bytes | memoryview, at: int) -> tuple[str, int]:
-    (length,) = struct.unpack_from("<I", body, at)
-    return bytes(body[at + 4: at + 4 + length]).decode(), at + 4 + length
+    def add(self, channel: np.ndarray, log_time: np.ndarray, offset: np.ndarray, size: np.ndarray,
+            place: np.ndarray, within: np.ndarray) -> None:
+        for name, values in zip(("channel", "log_time", "offset", "size", "place", "within"),
+                                (channel, log_time, offset, size, place, within), strict=True):
+            getattr(self, name).append(np.asarray(values, dtype=np.int64))
 
 
-def _parse_chunk(body: memoryview, start: int) -> _Chunk:
-    if len(body) < 40:
+def _string(data: bytes | memoryview, at: int) -> tuple[str, int]:
+    (length,) = struct.unpack_from("<I", data, at)
+    return bytes(data[at + 4: at + 4 + length]).decode(), at + 4 + length
+
+
+def _parse_chunk(data: memoryview, body: int, body_end: int) -> _Chunk:
+    """The chunk record whose body is ``data[body:body_end]``, decompressed (a stored chunk stays a view
+    of the file and remembers where)."""
+    start = body - RECORD_HEAD
+    if body_end - body < 40:
         raise McapError(f"chunk record at byte {start} is too short")
-    _, _, uncompressed_size, crc = struct.unpack_from("<QQQI", body, 0)
-    compression, at = _string(body, 28)
-    (compressed_size,) = struct.unpack_from("<Q", body, at)
+    _, _, uncompressed_size, crc = struct.unpack_from("<QQQI", data, body)
+    compression, at = _string(data, body + 28)
+    (compressed_size,) = struct.unpack_from("<Q", data, at)
     at += 8
-    if at + compressed_size > len(body):
+    if at + compressed_size > body_end:
         raise McapError(f"chunk at byte {start}: compressed data exceeds its record")
-    raw = _decompressor(compression)(body[at: at + compressed_size])
+    stored = data[at: at + compressed_size]
+    try:
+        raw = stored if compression == "" else _decompressor(compression)(stored)
+    except McapError:
+        raise
+    except Exception as err:           # each decompressor raises its own error type
+        raise McapError(f"chunk at byte {start}: cannot decompress {compression} data ({err})") from err
     if len(raw) != uncompressed_size:
         raise McapError(f"chunk at byte {start}: {len(raw)} bytes after decompression, expected {uncompressed_size}")
     if crc and zlib.crc32(raw) != crc:
         raise McapError(f"chunk at byte {start}: checksum mismatch")
-    return _Chunk(start=start, data=np.frombuffer(raw, dtype=np.uint8))
+    return _Chunk(start=start, data=np.frombuffer(raw, dtype=np.uint8), in_file=at if compression == "" else None)
 
 
 def _parse_message_index(body: memoryview) -> tuple[int, np.ndarray]:
@@ -121,8 +133,8 @@ def _parse_message_index(body: memoryview) -> tuple[int, np.ndarray]:
 
 
 def _gather(data: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
-    """``data[o:o + width]`` for every offset, as rows of a contiguous uint8 array."""
-    return data[offsets[:, None] + np.arange(width)]
+    """``data[o:o + width]`` for every offset (all within ``data``), as rows of one uint8 array."""
+    return sliding_window_view(data, width)[offsets]
 
 
 def _indexed_messages(chunk: _Chunk, where: str, topics: dict[int, str]) -> tuple[np.ndarray, ...] | None:
@@ -209,7 +221,7 @@ def _scan(data: memoryview, begin: int, end: int, where: str, topics: dict[int, 
             (cid,) = struct.unpack_from("<H", data, body)
             topics[cid] = _string(data, body + 4)[0]
         elif opcode == OP_CHUNK and chunks is not None:
-            chunks.append(_parse_chunk(data[body:body_end], body - RECORD_HEAD))
+            chunks.append(_parse_chunk(data, body, body_end))
         elif opcode == OP_MESSAGE_INDEX and chunks:
             cid, offsets = _parse_message_index(data[body:body_end])
             chunks[-1].index[cid] = offsets
@@ -224,22 +236,35 @@ def read_mcap_messages(path: str | Path) -> McapMessages:
     raw = path.read_bytes()
     if not raw.startswith(MAGIC):
         raise McapError(f"{path.name}: not an MCAP file (bad magic)")
-    data = memoryview(raw)
-    topics: dict[int, str] = {}
-    chunks: list[_Chunk] = []
     if len(raw) < 2 * len(MAGIC) or not raw.endswith(MAGIC):
         raise McapError(f"{path.name}: no end magic: the file is truncated or its writer did not finish")
-    end = len(raw) - len(MAGIC)
+    try:
+        return _read(raw, path.name)
+    except (struct.error, UnicodeDecodeError, ValueError) as err:    # McapError is a ValueError
+        if isinstance(err, McapError):
+            raise
+        raise McapError(f"{path.name}: malformed record ({type(err).__name__}: {err})") from err
+
+
+def _read(raw: bytes, where: str) -> McapMessages:
+    topics: dict[int, str] = {}
+    chunks: list[_Chunk] = []
     parts = _Parts()
-    channel, log_time, offset, size = _scan(data, len(MAGIC), end, path.name, topics, chunks)
-    parts.add(channel, log_time, offset, size)
+    channel, log_time, offset, size = _scan(memoryview(raw), len(MAGIC), len(raw) - len(MAGIC), where, topics, chunks)
+    parts.add(channel, log_time, offset, size, place=offset, within=np.zeros_like(offset))
+    # The buffer: the file (stored chunks are read in place), then the decompressed chunks.
+    buffers = [np.frombuffer(raw, dtype=np.uint8)]
     base = len(raw)
     for chunk in chunks:
-        chunk.base = base
-        base += len(chunk.data)
-        _chunk_messages(chunk, path.name, topics, parts)
-    buffer = np.concatenate([np.frombuffer(raw, dtype=np.uint8), *(c.data for c in chunks)])
-    return McapMessages(buffer=buffer, channels=_by_channel(parts, topics, path.name))
+        if chunk.in_file is not None:
+            chunk.base = chunk.in_file
+        else:
+            chunk.base = base
+            base += len(chunk.data)
+            buffers.append(chunk.data)
+        _chunk_messages(chunk, where, topics, parts)
+    buffer = np.concatenate(buffers) if len(buffers) > 1 else buffers[0]
+    return McapMessages(buffer=buffer, channels=_by_channel(parts, topics, where))
 
 
 def _chunk_messages(chunk: _Chunk, where: str, topics: dict[int, str], parts: _Parts) -> None:
@@ -248,7 +273,7 @@ def _chunk_messages(chunk: _Chunk, where: str, topics: dict[int, str], parts: _P
         view = memoryview(chunk.data)
         located = _scan(view, 0, len(view), f"{where} chunk at byte {chunk.start}", topics)
     channel, log_time, offset, size = located
-    parts.add(channel, log_time, offset + chunk.base, size)
+    parts.add(channel, log_time, offset + chunk.base, size, place=np.full_like(offset, chunk.start), within=offset)
 
 
 def _by_channel(parts: _Parts, topics: dict[int, str], where: str) -> dict[int, ChannelMessages]:
@@ -258,10 +283,12 @@ def _by_channel(parts: _Parts, topics: dict[int, str], where: str) -> dict[int, 
     log_time = np.concatenate(parts.log_time)
     offset = np.concatenate(parts.offset)
     size = np.concatenate(parts.size)
-    # Within a channel: log time, then the offset in the final buffer (the file, then the chunks in
-    # file order), so ties keep chunk order and then the order inside the chunk, as rosbags does.
-    order = np.lexsort((offset, log_time, channel))
-    channel, log_time, offset, size = channel[order], log_time[order], offset[order], size[order]
+    # File order: chunk by chunk, then inside the chunk; within a channel: log time, then file order,
+    # the order rosbags yields.
+    rank = np.empty(len(channel), dtype=np.int64)
+    rank[np.lexsort((np.concatenate(parts.within), np.concatenate(parts.place)))] = np.arange(len(channel))
+    order = np.lexsort((rank, log_time, channel))
+    channel, log_time, offset, size, rank = channel[order], log_time[order], offset[order], size[order], rank[order]
     bounds = np.flatnonzero(np.diff(channel)) + 1
     out: dict[int, ChannelMessages] = {}
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(channel)], strict=True):
@@ -269,5 +296,5 @@ def _by_channel(parts: _Parts, topics: dict[int, str], where: str) -> dict[int, 
         if cid not in topics:
             raise McapError(f"{where}: messages on channel {cid}, which has no channel record")
         out[cid] = ChannelMessages(topic=topics[cid], log_times=log_time[lo:hi], offsets=offset[lo:hi],
-                                   sizes=size[lo:hi])
+                                   sizes=size[lo:hi], ranks=rank[lo:hi])
     return out

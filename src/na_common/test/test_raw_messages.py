@@ -137,3 +137,18 @@ def test_truncated_and_missing_storage_files_are_named(tmp_path: Path) -> None:
         eb.read_raw_messages(bag, ["/ft"])
     with pytest.raises(eb.EpisodeBagError, match="has no topic"):
         eb.read_raw_messages(bag, ["/nothing"])
+
+
+def test_corrupt_chunk_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    bag = _write_episode_bag(tmp_path)
+    mcap = next(bag.glob("*.mcap"))
+    data = bytearray(mcap.read_bytes())
+    at = 8
+    while data[at] != 0x06:                                   # the first chunk record
+        at += 9 + struct.unpack_from("<Q", data, at + 1)[0]
+    (compression_length,) = struct.unpack_from("<I", data, at + 9 + 28)
+    first_record = at + 9 + 28 + 4 + compression_length + 8
+    data[first_record + 1: first_record + 9] = b"\xff" * 8    # its first record claims to be huge
+    mcap.write_bytes(bytes(data))
+    with pytest.raises(eb.EpisodeBagError, match=rf"cannot read episode bag {bag}: {mcap.name} chunk at byte {at}"):
+        eb.read_raw_messages(bag, ["/ft"])
