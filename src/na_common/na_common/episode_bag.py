@@ -488,7 +488,8 @@ def read_rosbag2_info(path: str | Path) -> dict[str, Any]:
     try:
         info = yaml.load(meta_yaml.read_text(), Loader=_YAML_LOADER)["rosbag2_bagfile_information"]
     except (yaml.YAMLError, KeyError, TypeError) as err:
-        raise EpisodeBagError(f"{meta_yaml} is not rosbag2 metadata: {err}") from err
+        reason = " ".join(str(err).split())          # YAML errors span lines; the message is one line
+        raise EpisodeBagError(f"{meta_yaml} is not rosbag2 metadata: {reason}") from err
     if not isinstance(info, dict):
         raise EpisodeBagError(f"{meta_yaml} is not rosbag2 metadata: rosbag2_bagfile_information is not a mapping")
     return info

@@ -664,3 +664,18 @@ def test_progress_on_a_terminal_is_a_bar() -> None:
     quiet = Terminal()
     Progress("convert", 1, "bag", stream=quiet, enabled=False).advance(5)
     assert quiet.getvalue() == ""
+
+
+# ------------------------------------------------------------------------------------ broken storage
+
+def test_broken_storage_and_metadata_are_one_line_errors(write_bag, tmp_path: Path) -> None:
+    truncated = write_bag(standard_streams(frames=5), out=tmp_path / "truncated")
+    mcap = next(truncated.glob("*.mcap"))
+    mcap.write_bytes(mcap.read_bytes()[:-50])
+    broken_yaml = write_bag(standard_streams(frames=5), out=tmp_path / "yaml")
+    (broken_yaml / "metadata.yaml").write_text("rosbag2_bagfile_information: [\n  unclosed\n")
+    for bag, reason in ((truncated, "truncated"), (broken_yaml, "is not rosbag2 metadata")):
+        with pytest.raises(conv.ConvertError) as error:
+            run(bag, tmp_path / "nad", jobs=2)
+        assert str(bag) in str(error.value) and reason in str(error.value) and "\n" not in str(error.value)
+        assert not (tmp_path / "nad").exists()
