@@ -10,8 +10,11 @@ On given bags, e.g. the standard generated benchmark::
     python src/na_training/benchmarks/convert_throughput.py --bags /tmp/bags --frame-period 0.017 --jobs 1 2
 
 Each round converts with every ``--jobs`` value in turn (the order alternates between rounds), so a
-round's speed-up compares runs made under the same machine load; the datasets of all runs are
-compared byte for byte (and with ``--reference NAD``, e.g. one written by an earlier converter).
+round's speed-up compares runs made under the same machine load; each run also prints the CPU
+time it used and how many CPUs other processes kept busy meanwhile (on a shared machine whose
+kernel shares CPU time between sessions, a second worker gains nothing while other sessions are
+busy, so only runs where the others were near zero measure ``--jobs``). The datasets of all runs
+are compared byte for byte (and with ``--reference NAD``, e.g. one written by an earlier converter).
 Without ``--bags`` it writes ``--episodes`` synthetic bags of ``--seconds`` each (follower, leader
 and command at 100 Hz, F/T at ``--ft-rate``) and times them with and without resampling.
 """
@@ -22,10 +25,12 @@ import argparse
 import hashlib
 import os
 import platform
+import resource
 import shutil
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +115,22 @@ def _dist_version(name: str) -> str:
     return version(name)
 
 
+def _busy_seconds() -> float | None:
+    """CPU seconds the whole machine has been busy (all processes, /proc/stat), None where unknown."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)          # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_seconds() -> float:
+    """CPU seconds of this process and its finished children (the conversion's worker processes)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def load() -> str:
     """1-minute load average and, where the kernel reports it, the share of time tasks waited for a CPU."""
     text = f"load {os.getloadavg()[0]:.2f}"
@@ -137,11 +158,25 @@ def dataset_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def timed_convert(bags: list[Path], out: Path, rate_hz: float | None, jobs: int) -> float:
+@dataclass
+class Timing:
+    seconds: float               # wall clock
+    cpu: float                   # CPU seconds of the conversion (this process and its workers)
+    others: float | None         # CPUs the rest of the machine kept busy meanwhile, on average
+
+    def describe(self) -> str:
+        others = "" if self.others is None else f", other processes busy on {max(self.others, 0.0):.2f} CPUs"
+        return f"CPU {self.cpu:.2f} s ({self.cpu / self.seconds:.2f} CPUs){others}"
+
+
+def timed_convert(bags: list[Path], out: Path, rate_hz: float | None, jobs: int) -> Timing:
     shutil.rmtree(out, ignore_errors=True)
-    start = time.perf_counter()
+    busy, own, start = _busy_seconds(), _own_seconds(), time.perf_counter()
     convert(bags, out, rate_hz=rate_hz, progress=False, jobs=jobs)
-    return time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _own_seconds() - own
+    after = _busy_seconds()
+    others = None if busy is None or after is None else (after - busy - cpu) / seconds
+    return Timing(seconds, cpu, others)
 
 
 def bench_bags(bags: list[Path], rate_hz: float | None, jobs_list: list[int], rounds: int, work: Path,
@@ -156,11 +191,11 @@ def bench_bags(bags: list[Path], rate_hz: float | None, jobs_list: list[int], ro
         order = jobs_list if r % 2 == 0 else list(reversed(jobs_list))
         for jobs in order:
             before = load()
-            elapsed = timed_convert(bags, work / f"nad_jobs{jobs}", rate_hz, jobs)
-            rates[jobs].append(messages / elapsed)
+            timing = timed_convert(bags, work / f"nad_jobs{jobs}", rate_hz, jobs)
+            rates[jobs].append(messages / timing.seconds)
             digests.add(dataset_digest(work / f"nad_jobs{jobs}"))
-            print(f"round {r + 1} --jobs {jobs}: {elapsed:.2f} s, {messages / elapsed:,.0f} messages/s "
-                  f"({before} before, {load()} after)")
+            print(f"round {r + 1} --jobs {jobs}: {timing.seconds:.2f} s, {messages / timing.seconds:,.0f} messages/s; "
+                  f"{timing.describe()}; {before} before, {load()} after")
         if len(jobs_list) > 1:
             base = rates[jobs_list[0]][-1]
             print("  same round: " + ", ".join(f"--jobs {j} / --jobs {jobs_list[0]} = {rates[j][-1] / base:.2f}x"
@@ -189,9 +224,10 @@ def bench_synthetic(episodes: int, seconds: float, ft_rate: float, jobs_list: li
     for label, rate in (("native 100 Hz", None), ("resampled 1/0.017 Hz", 1 / 0.017)):
         for jobs in jobs_list:
             before = load()
-            elapsed = timed_convert(expand_bag_paths([bags]), work / "nad", rate, jobs)
-            print(f"{label}, --jobs {jobs}: {messages} messages in {elapsed:.2f} s ({messages / elapsed:,.0f} "
-                  f"messages/s, {episodes * seconds / elapsed:.1f} recorded s per s; {before})")
+            timing = timed_convert(expand_bag_paths([bags]), work / "nad", rate, jobs)
+            print(f"{label}, --jobs {jobs}: {messages} messages in {timing.seconds:.2f} s "
+                  f"({messages / timing.seconds:,.0f} messages/s, {episodes * seconds / timing.seconds:.1f} recorded "
+                  f"s per s; {timing.describe()}; {before})")
 
 
 def main() -> None:
