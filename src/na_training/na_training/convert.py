@@ -23,21 +23,28 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
+import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import yaml
 
 from na_common import topics as suite_topics
 from na_common.config_files import ConfigFileError, resolve_config
 from na_description.yaml_file import load_yaml_mapping
 from na_training import CONFIG_DIR, align, labels
 from na_training.align import NS_PER_S, AlignmentError
+from na_training.cdr_columns import CdrError, MessageGroup, message_groups
 from na_training.labels import FixturePose, LabelError
-from na_training.nad import AXES, NadError, NadWriter, build_columns
+from na_training.nad import AXES, Column, NadError, NadWriter, build_columns, write_episode_table
+from na_training.progress import Progress
+from na_training.workers import OrderedWorkers, available_cpus
+
+if TYPE_CHECKING:
+    from na_common.episode_bag import RawMessages
 
 # Built-in defaults; na_training/config/convert.yaml repeats them with comments (a test keeps both equal).
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -139,58 +146,103 @@ class Stream:
         return len(self.stamps)
 
 
-def _stamp_ns(stamp: Any) -> int:
-    return int(stamp.sec) * NS_PER_S + int(stamp.nanosec)
+ARM_VECTOR_FIELDS = ("position", "velocity", "goal_position", "current", "pwm", "input_voltage", "temperature")
+ARM_FLAG_FIELDS: dict[str, type] = {"hardware_error": np.uint8, "stale": bool}   # empty sequence -> zeros
+ARM_SCALAR_FIELDS = ("gripper_slide", "goal_gripper_slide", "bus_cycle_duration")
 
 
-def _arm_state_rows(messages: list[Any], joint_names: Sequence[str], what: str) -> dict[str, np.ndarray]:
-    n = len(joint_names)
-    rows: dict[str, list] = {k: [] for k in ("position", "velocity", "goal_position", "current", "pwm",
-                                             "input_voltage", "temperature", "hardware_error", "stale",
-                                             "gripper_slide", "goal_gripper_slide", "bus_cycle_duration")}
-    for k, msg in enumerate(messages):
-        names = list(msg.name)
-        if names and names != list(joint_names):
-            missing = [j for j in joint_names if j not in names]
-            if missing:
-                raise ConvertError(f"{what}: message {k} lacks joints {missing} (has {names})")
-        order = [names.index(j) for j in joint_names] if names else list(range(n))
-        for key in ("position", "velocity", "goal_position", "current", "pwm", "input_voltage", "temperature"):
-            vector = np.asarray(getattr(msg, key), dtype=np.float64)
-            if vector.shape[0] != (len(names) or n):
-                raise ConvertError(f"{what}: message {k} field {key} has {vector.shape[0]} values, expected "
-                                   f"{len(names) or n}")
-            rows[key].append(vector[order])
-        errors = np.asarray(msg.hardware_error, dtype=np.uint8)
-        rows["hardware_error"].append(errors[order] if errors.size else np.zeros(n, dtype=np.uint8))
-        stale = np.asarray(msg.stale, dtype=bool)
-        rows["stale"].append(stale[order] if stale.size else np.zeros(n, dtype=bool))
-        rows["gripper_slide"].append(float(msg.gripper_slide))
-        rows["goal_gripper_slide"].append(float(msg.goal_gripper_slide))
-        rows["bus_cycle_duration"].append(float(msg.bus_cycle_duration))
-    return {k: np.asarray(v) for k, v in rows.items()}
+def _joint_order(group: MessageGroup, joint_names: Sequence[str], what: str) -> tuple[np.ndarray, int]:
+    """Indices that put a group's per-joint values in ``joint_names`` order, and the count its
+    messages must carry (the names given, else one per joint)."""
+    names = list(group.string("name"))
+    if names and names != list(joint_names):
+        missing = [j for j in joint_names if j not in names]
+        if missing:
+            raise ConvertError(f"{what}: message {group.first} lacks joints {missing} (has {names})")
+    order = [names.index(j) for j in joint_names] if names else list(range(len(joint_names)))
+    return np.asarray(order, dtype=np.int64), len(names) or len(joint_names)
 
 
-def _command_rows(messages: list[Any], joint_names: Sequence[str], what: str) -> dict[str, np.ndarray]:
-    positions, slides = [], []
-    for k, msg in enumerate(messages):
-        names = list(msg.name)
-        vector = np.asarray(msg.position, dtype=np.float64)
-        if names and names != list(joint_names):
-            missing = [j for j in joint_names if j not in names]
-            if missing:
-                raise ConvertError(f"{what}: message {k} lacks joints {missing} (has {names})")
-            vector = vector[[names.index(j) for j in joint_names]]
-        if vector.shape[0] != len(joint_names):
-            raise ConvertError(f"{what}: message {k} has {vector.shape[0]} positions, expected {len(joint_names)}")
-        positions.append(vector)
-        slides.append(float(msg.gripper_slide))
-    return {"position": np.asarray(positions).reshape(-1, len(joint_names)), "gripper_slide": np.asarray(slides)}
+def _arm_state_group(group: MessageGroup, joint_names: Sequence[str], what: str) -> dict[str, np.ndarray]:
+    order, expected = _joint_order(group, joint_names, what)
+    values: dict[str, np.ndarray] = {}
+    for key in ARM_VECTOR_FIELDS:
+        vector = group.number(key)
+        if vector.shape[1] != expected:
+            raise ConvertError(f"{what}: message {group.first} field {key} has {vector.shape[1]} values, expected "
+                               f"{expected}")
+        values[key] = vector[:, order].astype(np.float64, copy=False)
+    for key, dtype in ARM_FLAG_FIELDS.items():
+        flags = group.number(key)
+        if flags.shape[1] not in (0, expected):
+            raise ConvertError(f"{what}: message {group.first} field {key} has {flags.shape[1]} values, expected "
+                               f"{expected} (or none)")
+        values[key] = flags[:, order].astype(dtype) if flags.shape[1] else \
+            np.zeros((len(group.indices), len(joint_names)), dtype=dtype)
+    for key in ARM_SCALAR_FIELDS:
+        values[key] = group.number(key).astype(np.float64, copy=False)
+    return values
 
 
-def _wrench_rows(messages: list[Any]) -> dict[str, np.ndarray]:
-    force = [[m.wrench.force.x, m.wrench.force.y, m.wrench.force.z] for m in messages]
-    return {"force": np.asarray(force, dtype=np.float64).reshape(-1, 3)}
+def _command_group(group: MessageGroup, joint_names: Sequence[str], what: str) -> dict[str, np.ndarray]:
+    order, expected = _joint_order(group, joint_names, what)
+    position = group.number("position")
+    if position.shape[1] != expected:
+        raise ConvertError(f"{what}: message {group.first} has {position.shape[1]} positions, expected {expected}")
+    return {"position": position[:, order].astype(np.float64, copy=False),
+            "gripper_slide": group.number("gripper_slide").astype(np.float64, copy=False)}
+
+
+def _wrench_group(group: MessageGroup) -> dict[str, np.ndarray]:
+    force = np.stack([group.number(f"wrench.force.{a}") for a in AXES], axis=1)
+    return {"force": force.astype(np.float64, copy=False)}
+
+
+def _bool_group(group: MessageGroup) -> dict[str, np.ndarray]:
+    return {"data": group.number("data").astype(np.float64)}
+
+
+def _header_stamps(group: MessageGroup) -> np.ndarray:
+    return group.number("header.stamp.sec").astype(np.int64) * NS_PER_S + group.number("header.stamp.nanosec")
+
+
+def _scatter(groups: Sequence[MessageGroup], parts: Sequence[dict[str, np.ndarray]], count: int,
+             empty: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per-group values put back in message order (``empty``: zero-length arrays of the right shapes)."""
+    if len(groups) == 1:
+        return dict(parts[0])
+    out: dict[str, np.ndarray] = {}
+    for key, template in empty.items():
+        out[key] = np.empty((count, *template.shape[1:]), dtype=template.dtype)
+        for group, values in zip(groups, parts, strict=True):
+            out[key][group.indices] = values[key]
+    return out
+
+
+def _empty_values(role: str, n_joints: int) -> dict[str, np.ndarray]:
+    """Zero-length value arrays of a role (a topic that has no messages)."""
+    if role in ("follower", "leader"):
+        empty = {key: np.zeros((0, n_joints)) for key in ARM_VECTOR_FIELDS}
+        empty.update({key: np.zeros((0, n_joints), dtype=dtype) for key, dtype in ARM_FLAG_FIELDS.items()})
+        empty.update({key: np.zeros(0) for key in ARM_SCALAR_FIELDS})
+        return empty
+    if role == "command":
+        return {"position": np.zeros((0, n_joints)), "gripper_slide": np.zeros(0)}
+    if EXPECTED_TYPES[role] == suite_topics.BOOL_TYPE:
+        return {"data": np.zeros(0)}
+    return {"force": np.zeros((0, 3))}
+
+
+def _decode_groups(role: str, groups: Sequence[MessageGroup], joint_names: Sequence[str], what: str
+                   ) -> list[dict[str, np.ndarray]]:
+    """Each group's values; the first group (so the first message) that breaks a rule raises."""
+    if role in ("follower", "leader"):
+        return [_arm_state_group(g, joint_names, what) for g in groups]
+    if role == "command":
+        return [_command_group(g, joint_names, what) for g in groups]
+    if EXPECTED_TYPES[role] == suite_topics.BOOL_TYPE:
+        return [_bool_group(g) for g in groups]
+    return [_wrench_group(g) for g in groups]
 
 
 @dataclass
@@ -201,81 +253,58 @@ class BagContents:
     topic_counts: dict[str, int]
 
 
-def _episode_metadata(path: Path, config: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Episode metadata through na_common.episode_bag when the bag has any, else None."""
-    from na_common.episode_bag import SIDECAR_NAME
+def _bag_metadata(path: Path, config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The bag's rosbag2 metadata and its episode metadata (or the config's ``metadata_defaults``)."""
+    from na_common.episode_bag import SIDECAR_NAME, EpisodeBagError, episode_metadata, read_rosbag2_info
 
-    meta_yaml = path / "metadata.yaml"
-    if not meta_yaml.is_file():
+    if not (path / "metadata.yaml").is_file():
         raise ConvertError(f"{path}: not a rosbag2 directory (no metadata.yaml)")
     try:
-        info = yaml.safe_load(meta_yaml.read_text())["rosbag2_bagfile_information"]
-    except (yaml.YAMLError, KeyError, TypeError) as err:
-        raise ConvertError(f"{meta_yaml}: not rosbag2 metadata ({err})") from err
-    if info.get("custom_data") or (path / SIDECAR_NAME).is_file():
-        return None  # EpisodeReader reads it
+        info = read_rosbag2_info(path)
+        metadata = episode_metadata(path, info)
+    except EpisodeBagError as err:
+        raise ConvertError(str(err)) from err       # names the file
+    if metadata is not None:
+        return info, metadata
     defaults = config.get("metadata_defaults")
     if not defaults:
         raise ConvertError(f"{path}: no episode metadata (no custom_data in metadata.yaml, no {SIDECAR_NAME}); "
                            "set metadata_defaults in the converter config to convert plain rosbag2 bags")
-    return dict(defaults)
+    return info, dict(defaults)
 
 
 def read_bag(path: str | Path, config: Mapping[str, Any], joint_names: Sequence[str]) -> BagContents:
-    """Read the streams the converter needs from one rosbag2 directory (MCAP or sqlite3)."""
-    from na_common.episode_bag import EpisodeBagError, EpisodeReader, typestore, validate_metadata
+    """Read the streams the converter needs from one rosbag2 directory (MCAP or sqlite3).
+
+    Messages are not deserialised one by one: their CDR bytes are read as columns
+    (``na_training.cdr_columns``), which gives the values rosbags' deserialiser gives.
+    """
+    from na_common.episode_bag import EpisodeBagError, read_raw_messages, topic_summaries, validate_metadata
 
     path = Path(path)
-    defaults = _episode_metadata(path, config)
-    reader: Any
+    info, metadata = _bag_metadata(path, config)
     try:
-        if defaults is None:
-            reader = EpisodeReader(path)
-            metadata = dict(reader.metadata)
-            available = {name: t.msgtype for name, t in reader.topics.items()}
-            counts = {name: t.count for name, t in reader.topics.items()}
-            message_iter = reader.messages
-        else:
-            from rosbags.highlevel import AnyReader
-
-            reader = AnyReader([path], default_typestore=typestore())
-            reader.open()
-            metadata = defaults
-            available = {name: t.msgtype or "" for name, t in reader.topics.items()}
-            counts = {name: t.msgcount for name, t in reader.topics.items()}
-
-            def message_iter(names: list[str]):
-                connections = [c for c in reader.connections if c.topic in names]
-                for connection, stamp, raw in reader.messages(connections=connections):
-                    yield connection.topic, stamp, reader.deserialize(raw, connection.msgtype)
+        metadata = validate_metadata(metadata)
+        summaries = topic_summaries(info)
+    except (EpisodeBagError, KeyError, TypeError, ValueError) as err:
+        raise ConvertError(f"{path}: {err}") from err
+    available = {name: t.msgtype for name, t in summaries.items()}
+    counts = {name: t.count for name, t in summaries.items()}
+    if sum(counts.values()) == 0:
+        raise ConvertError(f"{path}: the bag is empty (no messages)")
+    wanted, required = _wanted_streams(path, metadata, config, available)
+    for role, topic in wanted.items():
+        if available[topic] != EXPECTED_TYPES[role]:
+            raise ConvertError(f"{path}: topic {topic} has type {available[topic]!r}, expected "
+                               f"{EXPECTED_TYPES[role]}")
+    try:
+        raw = read_raw_messages(path, sorted(set(wanted.values())), info)
     except EpisodeBagError as err:
         raise ConvertError(str(err)) from err
-    except Exception as err:  # rosbags raises its own error types for broken storage files
-        raise ConvertError(f"{path}: cannot open bag ({type(err).__name__}: {err})") from err
-    try:
-        try:
-            metadata = validate_metadata(metadata)
-        except EpisodeBagError as err:
-            raise ConvertError(f"{path}: {err}") from err
-        if sum(counts.values()) == 0:
-            raise ConvertError(f"{path}: the bag is empty (no messages)")
-        wanted, required = _wanted_streams(path, metadata, config, available)
-        for role, topic in wanted.items():
-            if available[topic] != EXPECTED_TYPES[role]:
-                raise ConvertError(f"{path}: topic {topic} has type {available[topic]!r}, expected "
-                                   f"{EXPECTED_TYPES[role]}")
-        by_topic: dict[str, list[tuple[int, Any]]] = {topic: [] for topic in wanted.values()}
-        try:
-            for topic, stamp, message in message_iter(sorted(by_topic)):
-                by_topic[topic].append((int(stamp), message))
-        except Exception as err:  # deserialisation failures name the type that is unknown or malformed
-            raise ConvertError(f"{path}: cannot decode messages ({type(err).__name__}: {err})") from err
-    finally:
-        reader.close()
-    silent = [f"{wanted[role]} ({role})" for role in required if not by_topic[wanted[role]]]
+    silent = [f"{wanted[role]} ({role})" for role in required if not len(raw[wanted[role]])]
     if silent:
         raise ConvertError(f"{path}: no messages on required topic(s) {', '.join(silent)}")
-    streams = {role: _to_stream(role, by_topic[topic], path, topic, joint_names) for role, topic in wanted.items()}
+    streams = {role: _to_stream(role, raw[topic], path, joint_names) for role, topic in wanted.items()}
     return BagContents(path=path, metadata=metadata, streams=streams, topic_counts=counts)
 
 
@@ -299,22 +328,23 @@ def _wanted_streams(path: Path, metadata: Mapping[str, Any], config: Mapping[str
     return {role: topics[role] for role in required + optional}, required
 
 
-def _to_stream(role: str, samples: list[tuple[int, Any]], path: Path, topic: str,
-               joint_names: Sequence[str]) -> Stream:
-    what = f"{path}: {topic}"
-    messages = [m for _, m in samples]
+def _to_stream(role: str, raw: RawMessages, path: Path, joint_names: Sequence[str]) -> Stream:
+    from na_common.episode_bag import typestore
+
+    what = f"{path}: {raw.topic}"
+    try:
+        groups = message_groups(raw, typestore().fielddefs)
+    except CdrError as err:
+        raise ConvertError(f"{what}: cannot decode messages ({err})") from err
+    parts = _decode_groups(role, groups, joint_names, what)
+    values = _scatter(groups, parts, len(raw), _empty_values(role, len(joint_names)))
     if EXPECTED_TYPES[role] == suite_topics.BOOL_TYPE:
         # std_msgs/Bool has no header: the bag (record) time is its stamp.
-        stamps = np.asarray([s for s, _ in samples], dtype=np.int64)
-        values = {"data": np.asarray([bool(m.data) for m in messages], dtype=np.float64)}
+        stamps = raw.log_times.astype(np.int64)
     else:
-        stamps = np.asarray([_stamp_ns(m.header.stamp) for m in messages], dtype=np.int64)
-        if role in ("follower", "leader"):
-            values = _arm_state_rows(messages, joint_names, what)
-        elif role == "command":
-            values = _command_rows(messages, joint_names, what)
-        else:
-            values = _wrench_rows(messages)
+        stamps = np.zeros(len(raw), dtype=np.int64)
+        for group in groups:
+            stamps[group.indices] = _header_stamps(group)
     try:
         align.check_monotonic(stamps, what, strict=role == "follower")
     except AlignmentError as err:
@@ -536,86 +566,191 @@ class ConvertResult:
     frames: int
     skipped: list[dict[str, str]]
     report: dict[str, Any]
+    messages: int = 0              # messages in the converted and skipped bags, every topic
+    seconds: float = 0.0           # wall-clock time of the conversion
+
+
+def default_jobs() -> int:
+    """Worker processes ``convert`` uses unless told: one per CPU this process may use."""
+    return available_cpus()
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    """What converting one bag needs besides the bag (sent to every worker task; picklable)."""
+
+    config: dict[str, Any]
+    joint_names: list[str]
+    period_ns: int | None
+    with_truth: bool
+    columns: list[Column]
+
+
+@dataclass
+class BagOutcome:
+    """One converted bag (its episode file staged at ``staged``), or why it could not be converted."""
+
+    path: Path
+    row: dict[str, Any] | None = None
+    report: dict[str, Any] | None = None
+    native_dt_ns: float | None = None
+    staged: Path | None = None
+    error: str | None = None
+
+
+def convert_bag(job: EpisodeJob, path: Path, staged: Path) -> BagOutcome:
+    """Read, align and label one bag and write its episode file to ``staged`` (runs in a worker)."""
+    try:
+        contents = read_bag(path, job.config, job.joint_names)
+        frames = align_episode(contents, job.config, job.joint_names, job.period_ns)
+    except ConvertError as err:
+        return BagOutcome(path, error=str(err))
+    if job.with_truth and not frames.has_truth:
+        _add_missing_truth(frames.data)
+    write_episode_table(staged, job.columns, frames.data)
+    stamps = frames.data["stamp_ns"]
+    return BagOutcome(path, row=_episode_row(contents, frames), report=frames.report, staged=staged,
+                      native_dt_ns=float(np.median(np.diff(stamps))) if len(stamps) > 1 else None)
+
+
+def _outcome(path: Path, result: Any) -> BagOutcome:
+    """A task's outcome; a worker that died or failed unexpectedly stops the run with the bag's name."""
+    try:
+        return result()
+    except BrokenProcessPool as err:
+        raise ConvertError(f"{path}: the worker process converting this bag died ({err})") from err
+    except Exception as err:
+        raise ConvertError(f"{path}: conversion failed ({type(err).__name__}: {err})") from err
 
 
 def convert(bags: Sequence[str | Path], out: str | Path, *, config: Mapping[str, Any] | None = None,
             rate_hz: float | None = None, seed: int | None = None, overwrite: bool = False,
-            skip_bad: bool = False, progress: bool = True) -> ConvertResult:
-    """Convert episode bags to a NAD at ``out`` (written atomically; nothing is written on error)."""
-    from tqdm import tqdm
+            skip_bad: bool = False, progress: bool = True, jobs: int | None = None) -> ConvertResult:
+    """Convert episode bags to a NAD at ``out`` (written atomically; nothing is written on error).
 
+    ``jobs`` worker processes convert the bags (default: one per CPU); the dataset is the same
+    byte for byte whatever their number.
+    """
     from na_description import load_spec
 
+    started = time.perf_counter()
     config = copy.deepcopy(dict(config) if config is not None else DEFAULT_CONFIG)
     validate_config(config)
     spec = load_spec()
-    joint_names = spec.joint_names
     if rate_hz is not None and (not np.isfinite(rate_hz) or rate_hz <= 0):
         raise ConvertError(f"--rate must be a positive number of Hz, got {rate_hz}")
-    period_ns = round(NS_PER_S / rate_hz) if rate_hz is not None else None
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise ConvertError(f"--jobs must be at least 1, got {jobs}")
     split_seed = int(config["split_seed"] if seed is None else seed)
     paths = expand_bag_paths(bags)
+    with OrderedWorkers(min(jobs, len(paths))) as workers:
+        recorded = _recorded_topics_of(paths, workers)
+        truth_topics = {config["topics"]["truth_wrench"], config["topics"]["truth_contact"]}
+        with_truth = any(truth_topics & set(topics) for topics in recorded)
+        columns = build_columns(spec.joint_names, labels.CONDITION_SUPERVISED_JOINTS, with_truth)
+        job = EpisodeJob(config=config, joint_names=list(spec.joint_names), with_truth=with_truth, columns=columns,
+                         period_ns=round(NS_PER_S / rate_hz) if rate_hz is not None else None)
+        writer = NadWriter(out, columns, overwrite=overwrite)
+        try:
+            converted = _convert_all(paths, recorded, job, writer, workers, skip_bad=skip_bad, progress=progress)
+            report = {"episodes": converted.reports, "skipped": converted.skipped,
+                      "totals": _totals(converted.reports)}
+            writer.finish(_dataset_info(spec, job, rate_hz, converted.native_dt_ns), report, split_seed)
+        except BaseException:
+            workers.close()          # no worker may still write into the folder that is removed
+            writer.abort()
+            raise
+    return ConvertResult(out=Path(out), episodes=len(converted.reports), frames=report["totals"]["frames"],
+                         skipped=converted.skipped, report=report, messages=sum(sum(t.values()) for t in recorded),
+                         seconds=time.perf_counter() - started)
 
-    truth_topics = {config["topics"]["truth_wrench"], config["topics"]["truth_contact"]}
-    with_truth = any(truth_topics & _recorded_topics(path) for path in paths)
-    columns = build_columns(joint_names, labels.CONDITION_SUPERVISED_JOINTS, with_truth)
-    writer = NadWriter(out, columns, overwrite=overwrite)
-    episode_reports: list[dict[str, Any]] = []
-    skipped: list[dict[str, str]] = []
-    native_dt: list[float] = []
+
+@dataclass
+class _Converted:
+    """What the bags gave: report rows of the episodes, skipped bags, native frame steps (ns)."""
+
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    native_dt_ns: list[float] = field(default_factory=list)
+
+
+def _convert_all(paths: Sequence[Path], recorded: Sequence[Mapping[str, int]], job: EpisodeJob, writer: NadWriter,
+                 workers: OrderedWorkers, *, skip_bad: bool, progress: bool) -> _Converted:
+    """Convert every bag in the workers and take their episodes in bag order."""
+    done = _Converted()
+    shown = Progress("convert", len(paths), "bag", enabled=progress)
     try:
-        for path in tqdm(paths, desc="convert", unit="bag", disable=not progress, file=sys.stderr):
-            try:
-                contents = read_bag(path, config, joint_names)
-                frames = align_episode(contents, config, joint_names, period_ns)
-            except ConvertError as err:
+        tasks = [(job, path, writer.staged_path(k)) for k, path in enumerate(paths)]
+        for k, result in enumerate(workers.run(convert_bag, tasks)):
+            outcome = _outcome(paths[k], result)
+            shown.advance(sum(recorded[k].values()), skipped=outcome.error is not None)
+            if outcome.error is not None:
                 if not skip_bad:
-                    raise
-                skipped.append({"source_bag": path.as_posix(), "error": str(err)})
+                    raise ConvertError(outcome.error)
+                done.skipped.append({"source_bag": paths[k].as_posix(), "error": outcome.error})
                 continue
-            if with_truth and not frames.has_truth:
-                _add_missing_truth(frames.data)
-            index = writer.add_episode(_episode_row(contents, frames), frames.data)
-            episode_reports.append({"episode_index": index, "source_bag": path.as_posix(), **frames.report})
-            if len(frames.data["stamp_ns"]) > 1:
-                native_dt.append(float(np.median(np.diff(frames.data["stamp_ns"]))))
-        if not episode_reports:
-            raise ConvertError("no episode could be converted" + "".join(f"\n  {s['error']}" for s in skipped))
-        frame_period = period_ns / NS_PER_S if period_ns else (float(np.median(native_dt)) / NS_PER_S
-                                                               if native_dt else None)
-        info = {
-            "robot": spec.name,
-            "base_frame": spec.base_frame,
-            "joint_names": joint_names,
-            "condition_joints": list(labels.CONDITION_SUPERVISED_JOINTS),
-            "resampled": period_ns is not None,
-            "rate_hz": (1.0 / frame_period) if frame_period else None,
-            "frame_period_s": frame_period,
-            "force_label": {"frame": spec.base_frame, "unit": "N",
-                            "convention": "force the environment exerts on the robot at the tool point"},
-            "feature_columns": [c.name for c in columns if c.group in
-                                ("command", "leader", "proprioception", "telemetry")],
-            "label_columns": [c.name for c in columns if c.group == "label"],
-            "evaluation_columns": [c.name for c in columns if c.group == "evaluation"],
-            "converter": {"config": config, "rate_hz": rate_hz},
-        }
-        report = {"episodes": episode_reports, "skipped": skipped, "totals": _totals(episode_reports)}
-        writer.finish(info, report, split_seed)
-    except BaseException:
-        writer.abort()
-        raise
-    return ConvertResult(out=Path(out), episodes=len(episode_reports), frames=report["totals"]["frames"],
-                         skipped=skipped, report=report)
+            index = writer.add_staged_episode(outcome.row, outcome.staged)
+            done.reports.append({"episode_index": index, "source_bag": paths[k].as_posix(), **outcome.report})
+            if outcome.native_dt_ns is not None:
+                done.native_dt_ns.append(outcome.native_dt_ns)
+    finally:
+        shown.close()
+    if not done.reports:
+        raise ConvertError("no episode could be converted" + "".join(f"\n  {s['error']}" for s in done.skipped))
+    return done
 
 
-def _recorded_topics(path: Path) -> set[str]:
-    """Topics with messages, from a bag's metadata.yaml (cheap; no message is read)."""
+def _dataset_info(spec: Any, job: EpisodeJob, rate_hz: float | None, native_dt_ns: Sequence[float]
+                  ) -> dict[str, Any]:
+    """meta/info.json fields the converter knows (the writer adds the schema, splits and columns)."""
+    period_ns = job.period_ns
+    frame_period = period_ns / NS_PER_S if period_ns else (float(np.median(native_dt_ns)) / NS_PER_S
+                                                           if native_dt_ns else None)
+    columns = job.columns
+    return {
+        "robot": spec.name,
+        "base_frame": spec.base_frame,
+        "joint_names": job.joint_names,
+        "condition_joints": list(labels.CONDITION_SUPERVISED_JOINTS),
+        "resampled": period_ns is not None,
+        "rate_hz": (1.0 / frame_period) if frame_period else None,
+        "frame_period_s": frame_period,
+        "force_label": {"frame": spec.base_frame, "unit": "N",
+                        "convention": "force the environment exerts on the robot at the tool point"},
+        "feature_columns": [c.name for c in columns if c.group in
+                            ("command", "leader", "proprioception", "telemetry")],
+        "label_columns": [c.name for c in columns if c.group == "label"],
+        "evaluation_columns": [c.name for c in columns if c.group == "evaluation"],
+        "converter": {"config": job.config, "rate_hz": rate_hz},
+    }
+
+
+def _recorded_topics_of(paths: Sequence[Path], workers: OrderedWorkers, batch: int = 32) -> list[dict[str, int]]:
+    """:func:`_recorded_topics` of every bag, read by the workers in batches."""
+    batches = [(list(paths[k:k + batch]),) for k in range(0, len(paths), batch)]
+    recorded: list[dict[str, int]] = []
+    for (some,), result in zip(batches, workers.run(_recorded_topics_batch, batches), strict=True):
+        try:
+            recorded.extend(result())
+        except BrokenProcessPool as err:
+            raise ConvertError(f"the worker process reading the metadata of {some[0]} ... {some[-1]} died "
+                               f"({err})") from err
+    return recorded
+
+
+def _recorded_topics_batch(paths: Sequence[Path]) -> list[dict[str, int]]:
+    return [_recorded_topics(path) for path in paths]
+
+
+def _recorded_topics(path: Path) -> dict[str, int]:
+    """Message count of each topic that has messages, from a bag's metadata.yaml (no message is read)."""
+    from na_common.episode_bag import EpisodeBagError, read_rosbag2_info, topic_summaries
+
     try:
-        info = yaml.safe_load((path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
-        return {t["topic_metadata"]["name"] for t in info.get("topics_with_message_count") or []
-                if int(t.get("message_count", 0)) > 0}
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
-        return set()          # read_bag reports the broken metadata with its reason
+        return {name: t.count for name, t in topic_summaries(read_rosbag2_info(path)).items() if t.count > 0}
+    except (OSError, EpisodeBagError, KeyError, TypeError, ValueError):
+        return {}          # read_bag reports the broken metadata with its reason
 
 
 def _episode_row(contents: BagContents, frames: EpisodeFrames) -> dict[str, Any]:
@@ -673,6 +808,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
 EPILOG = ("Frames are the follower samples (or a uniform grid when resampling). Defaults "
           "(na_training/config/convert.yaml): command and leader latest sample at most 15 ms old, F/T mean within "
           "+-5 ms, grasp latest state. Labels: F/T force -R(f - tare) in the base frame, payload "
@@ -697,7 +842,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip bags that cannot be converted (listed in the report) instead of stopping")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar and no report table")
+    parser.add_argument("--jobs", type=_positive_int, metavar="N",
+                        help="bags converted in N worker processes (default: one per CPU, here "
+                             f"{default_jobs()}); the dataset does not depend on N")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress (a bar on a terminal, a line every 10 s in a log) and no report table")
     parser.set_defaults(handler=run_convert)
     return parser
 
@@ -718,14 +867,15 @@ def run_convert(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         rate = 1.0 / args.frame_period if args.frame_period else args.rate
         result = convert(args.bags, args.out, config=config, rate_hz=rate, seed=args.seed,
-                         overwrite=args.overwrite, skip_bad=args.skip_bad, progress=not args.quiet)
+                         overwrite=args.overwrite, skip_bad=args.skip_bad, progress=not args.quiet, jobs=args.jobs)
     except (ConvertError, NadError, LabelError) as err:
         print(f"na-train convert: error: {err}", file=sys.stderr)
         return 2
     if not args.quiet:
         print(format_report(result.report))
     print(f"wrote {result.out}: {result.episodes} episodes, {result.frames} frames"
-          + (f", {len(result.skipped)} bag(s) skipped" if result.skipped else ""))
+          + (f", {len(result.skipped)} bag(s) skipped" if result.skipped else "")
+          + f" ({result.messages:,} messages in {result.seconds:.1f} s)")
     return 0
 
 

@@ -228,19 +228,33 @@ class NadWriter:
             shutil.rmtree(self._tmp)
         (self._tmp / "data").mkdir(parents=True)
         (self._tmp / "meta").mkdir()
+        (self._tmp / "staged").mkdir()
         self._episodes: list[dict[str, Any]] = []
 
     def add_episode(self, meta: Mapping[str, Any], data: Mapping[str, np.ndarray]) -> int:
         """Write one episode's frames; ``meta`` holds the episodes.parquet fields except index/split/file."""
         index = len(self._episodes)
-        name = episode_file_name(index)
-        write_episode_table(self._tmp / "data" / name, self.columns, data)
-        row = dict(meta, episode_index=index, data_file=f"data/{name}", split="")
-        self._episodes.append(row)
+        write_episode_table(self._tmp / "data" / episode_file_name(index), self.columns, data)
+        return self._register(meta, index)
+
+    def staged_path(self, key: int) -> Path:
+        """Where a worker writes an episode file (:func:`write_episode_table` with :attr:`columns`)
+        before its episode index is known; ``key`` (e.g. the bag's position) tells the files apart."""
+        return self._tmp / "staged" / f"{key:06d}.parquet"
+
+    def add_staged_episode(self, meta: Mapping[str, Any], staged: Path) -> int:
+        """Take a staged episode file as the next episode (renamed to its ``data/`` name)."""
+        index = len(self._episodes)
+        Path(staged).rename(self._tmp / "data" / episode_file_name(index))
+        return self._register(meta, index)
+
+    def _register(self, meta: Mapping[str, Any], index: int) -> int:
+        self._episodes.append(dict(meta, episode_index=index, data_file=f"data/{episode_file_name(index)}", split=""))
         return index
 
     def finish(self, info: Mapping[str, Any], report: Mapping[str, Any], split_seed: int) -> Path:
         """Assign splits, write meta/ and move the dataset to ``out``; returns ``out``."""
+        shutil.rmtree(self._tmp / "staged")        # emptied as the staged episodes were taken
         keys = [f"{row['episode_id']}#{row['episode_index']}" for row in self._episodes]
         splits = assign_splits({k: row["task_instance"] for k, row in zip(keys, self._episodes, strict=True)},
                                split_seed)

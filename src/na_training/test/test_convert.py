@@ -111,6 +111,7 @@ def write_bag(tmp_path: Path) -> Callable[..., Path]:
 
 def run(bags: Sequence[Path] | Path, out: Path, **kwargs) -> conv.ConvertResult:
     kwargs.setdefault("progress", False)
+    kwargs.setdefault("jobs", 1)
     return conv.convert([bags] if isinstance(bags, Path) else list(bags), out, **kwargs)
 
 
@@ -453,3 +454,228 @@ def test_generated_bags_labels_agree_with_simulator_truth(tmp_path: Path) -> Non
     assert np.abs(push.force[in_contact] - truth).mean() < 0.1 * np.abs(truth).mean()
     assert pick.contact.any() and np.allclose(pick.force[pick.contact], [0.0, 0.0, -0.2 * 9.81])
     assert np.array_equal(pick.force[~pick.contact], np.zeros(((~pick.contact).sum(), 3)))
+
+
+# ------------------------------------------------------------------------------------ reading = deserialising
+
+def _reference_stream(role: str, samples: list[tuple[int, object]]) -> conv.Stream:
+    """A stream as the converter read it before reading CDR columns: each message deserialised by rosbags,
+    its fields put in joint order one message at a time."""
+    messages = [m for _, m in samples]
+    if role in ("grasp", "truth_contact"):
+        return conv.Stream(np.asarray([s for s, _ in samples], dtype=np.int64),
+                           {"data": np.asarray([bool(m.data) for m in messages], dtype=np.float64)})
+    stamps = np.asarray([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for m in messages],
+                        dtype=np.int64)
+    if role in ("ft", "truth_wrench"):
+        force = [[m.wrench.force.x, m.wrench.force.y, m.wrench.force.z] for m in messages]
+        return conv.Stream(stamps, {"force": np.asarray(force, dtype=np.float64).reshape(-1, 3)})
+    order = [[list(m.name).index(j) for j in JOINTS] if len(m.name) else list(range(5)) for m in messages]
+    pairs = list(zip(messages, order, strict=True))
+    if role == "command":
+        return conv.Stream(stamps, {"position": np.asarray([np.asarray(m.position, np.float64)[o] for m, o in pairs]),
+                                    "gripper_slide": np.asarray([float(m.gripper_slide) for m in messages])})
+    values = {key: np.asarray([np.asarray(getattr(m, key), np.float64)[o] for m, o in pairs])
+              for key in ("position", "velocity", "goal_position", "current", "pwm", "input_voltage", "temperature")}
+    for key, dtype in (("hardware_error", np.uint8), ("stale", bool)):
+        values[key] = np.asarray([np.asarray(getattr(m, key), dtype)[o] if len(getattr(m, key)) else
+                                  np.zeros(5, dtype) for m, o in pairs])
+    for key in ("gripper_slide", "goal_gripper_slide", "bus_cycle_duration"):
+        values[key] = np.asarray([float(getattr(m, key)) for m in messages])
+    return conv.Stream(stamps, values)
+
+
+def _reference_read_bag(path, config, joint_names) -> conv.BagContents:
+    """read_bag through rosbags' EpisodeReader and deserialiser (the previous implementation's path)."""
+    from na_common.episode_bag import EpisodeReader, validate_metadata
+
+    with EpisodeReader(path) as reader:
+        metadata = validate_metadata(reader.metadata)
+        counts = {name: t.count for name, t in reader.topics.items()}
+        wanted = {role: topic for role, topic in config["topics"].items() if topic in reader.topics}
+        by_topic: dict[str, list] = {topic: [] for topic in wanted.values()}
+        for topic, stamp, message in reader.messages(sorted(by_topic)):
+            by_topic[topic].append((int(stamp), message))
+    streams = {role: _reference_stream(role, by_topic[topic]) for role, topic in wanted.items()}
+    return conv.BagContents(path=Path(path), metadata=metadata, streams=streams, topic_counts=counts)
+
+
+@pytest.fixture(scope="module")
+def generated_bags(tmp_path_factory) -> Path:
+    """A few short episodes of the simulated rig: F/T, payload and free-motion tasks."""
+    from na_sim.generate import GenerateOptions, generate
+
+    out = tmp_path_factory.mktemp("generated") / "bags"
+    generate(GenerateOptions(tasks=["push_px", "pick_place", "circle_cw"], payloads=[200.0], quick=True,
+                             max_seconds=3.0, out=out), progress=False, log=lambda _: None)
+    return out
+
+
+def _odd_bags(write_bag, out: Path) -> None:
+    """Hand-built bags whose messages differ in layout: joint order, empty flag sequences, extra joints."""
+    streams = standard_streams(frames=40)
+    reordered = ["gripper", "joint3", "joint1", "joint2", "joint4"]
+    for k in (3, 4, 17):
+        state = streams["/follower/arm_state"][k][1]
+        state.name = reordered
+        for key in ("position", "velocity", "goal_position", "current", "pwm", "input_voltage", "temperature"):
+            setattr(state, key, np.asarray(getattr(state, key))[[JOINTS.index(j) for j in reordered]])
+        state.hardware_error = np.zeros(0, np.uint8)
+        state.stale = np.array([True, False, False, False, False])
+    for k in (5, 30):
+        cmd = streams["/follower/command"][k][1]
+        cmd.name = [*JOINTS, "wrist_camera"]
+        cmd.position = np.append(cmd.position, 9.0)
+    for k in (8,):
+        streams["/leader/arm_state"][k][1].name = []
+    streams["/ft/wrench"] = [(T0 + k * 5 * MS, wrench(T0 + k * 5 * MS, [0.1 * k, 2.0, -1.0])) for k in range(79)]
+    write_bag(streams, out=out, task="push", force_source="ft_sensor")
+
+
+def test_read_bag_equals_deserialising_every_message(generated_bags: Path, write_bag, tmp_path: Path) -> None:
+    _odd_bags(write_bag, generated_bags.parent / "odd")
+    bags = conv.expand_bag_paths([generated_bags, generated_bags.parent / "odd"])
+    config = conv.load_config()
+    for bag in bags:
+        new, old = conv.read_bag(bag, config, JOINTS), _reference_read_bag(bag, config, JOINTS)
+        assert new.metadata == old.metadata and new.topic_counts == old.topic_counts
+        assert set(new.streams) == set(old.streams), bag
+        for role, stream in old.streams.items():
+            assert np.array_equal(new.streams[role].stamps, stream.stamps), (bag, role)
+            assert set(new.streams[role].values) == set(stream.values)
+            for key, values in stream.values.items():
+                got = new.streams[role].values[key]
+                assert got.dtype == values.dtype and np.array_equal(got, values), (bag, role, key)
+
+
+def _dataset_files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_dataset_bytes_equal_the_deserialising_converter(generated_bags: Path, tmp_path: Path, monkeypatch) -> None:
+    run(generated_bags, tmp_path / "columns", rate_hz=1 / 0.017)
+    monkeypatch.setattr(conv, "read_bag", _reference_read_bag)
+    run(generated_bags, tmp_path / "reference", rate_hz=1 / 0.017)
+    files = sorted(p.relative_to(tmp_path / "reference") for p in (tmp_path / "reference").rglob("*") if p.is_file())
+    assert len(files) == 3 + 3
+    for rel in files:
+        assert (tmp_path / "columns" / rel).read_bytes() == (tmp_path / "reference" / rel).read_bytes(), rel
+
+
+# ------------------------------------------------------------------------------------ worker processes
+
+def test_jobs_give_the_same_bytes_with_skipped_bags(generated_bags: Path, write_bag, tmp_path: Path) -> None:
+    bags = conv.expand_bag_paths([generated_bags])
+    _odd_bags(write_bag, tmp_path / "odd")
+    broken = write_bag({"/follower/arm_state": []}, out=tmp_path / "broken")         # empty: skipped
+    bags = [bags[0], broken, *bags[1:], *conv.expand_bag_paths([tmp_path / "odd"])]
+    results = {jobs: run(bags, tmp_path / f"jobs{jobs}", rate_hz=50.0, skip_bad=True, seed=5, jobs=jobs)
+               for jobs in (1, 2, 3)}
+    assert results[1].episodes == len(bags) - 1 and results[1].skipped[0]["source_bag"] == broken.as_posix()
+    one = _dataset_files(tmp_path / "jobs1")
+    assert len(one) == 3 + results[1].episodes
+    for jobs in (2, 3):
+        assert _dataset_files(tmp_path / f"jobs{jobs}") == one
+    assert not list((tmp_path).glob(".jobs*"))                  # no temporary folders left
+
+
+def test_a_bad_bag_in_a_worker_stops_the_run_naming_it(generated_bags: Path, write_bag, tmp_path: Path) -> None:
+    bad = write_bag(standard_streams(frames=5), out=tmp_path / "bad", force_source="payload", payload_grams=10.0)
+    bags = [*conv.expand_bag_paths([generated_bags]), bad]
+    out = tmp_path / "nad"
+    with pytest.raises(conv.ConvertError, match=rf"^{bad}: missing topic\(s\) /episode/grasp"):
+        run(bags, out, jobs=2)
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".nad")]
+
+
+def _die_on_bad(job, path, staged):
+    """A stand-in for convert_bag whose worker process dies on bags named 'episode_000002'."""
+    import os
+
+    if path.name == "episode_000002":
+        os._exit(3)
+    return _real_convert_bag(job, path, staged)
+
+
+_real_convert_bag = conv.convert_bag
+
+
+def test_a_worker_that_dies_is_reported_with_its_bag(write_bag, tmp_path: Path, monkeypatch) -> None:
+    bags = [write_bag(standard_streams(frames=5)) for _ in range(3)]
+    monkeypatch.setattr(conv, "convert_bag", _die_on_bad)
+    with pytest.raises(conv.ConvertError, match=rf"^{bags[1]}: the worker process converting this bag died"):
+        run(bags, tmp_path / "nad", jobs=2)
+    assert not (tmp_path / "nad").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".nad")]
+
+
+def test_cli_jobs_option(write_bag, tmp_path: Path, capsys) -> None:
+    bag_dir = tmp_path / "bags"
+    for _ in range(2):
+        write_bag(standard_streams(frames=5), out=bag_dir)
+    assert conv.main_convert([str(bag_dir), "--out", str(tmp_path / "nad"), "--jobs", "2", "--quiet"]) == 0
+    assert "2 episodes" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        conv.main_convert([str(bag_dir), "--out", str(tmp_path / "nad0"), "--jobs", "0"])
+    assert "--jobs: must be at least 1" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ progress
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_in_a_log_is_plain_periodic_lines() -> None:
+    import io
+
+    from na_training.progress import Progress
+
+    stream, clock = io.StringIO(), _Clock()
+    shown = Progress("convert", 4, "bag", stream=stream, interval_s=10.0, clock=clock)
+    for k in range(4):
+        clock.now = 6.0 * (k + 1)
+        shown.advance(messages=1000, skipped=k == 2)
+    shown.close()
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue()
+    assert lines == ["convert: 2/4 bags, 2,000 messages (167 messages/s), 12.0 s",
+                     "convert: 4/4 bags, 1 skipped, 4,000 messages (167 messages/s), 24.0 s"]
+
+
+def test_progress_on_a_terminal_is_a_bar() -> None:
+    import io
+
+    from na_training.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Terminal()
+    shown = Progress("convert", 2, "bag", stream=stream)
+    shown.advance(messages=10)
+    shown.advance(messages=10)
+    shown.close()
+    assert "\r" in stream.getvalue() and "2/2" in stream.getvalue()
+    quiet = Terminal()
+    Progress("convert", 1, "bag", stream=quiet, enabled=False).advance(5)
+    assert quiet.getvalue() == ""
+
+
+# ------------------------------------------------------------------------------------ broken storage
+
+def test_broken_storage_and_metadata_are_one_line_errors(write_bag, tmp_path: Path) -> None:
+    truncated = write_bag(standard_streams(frames=5), out=tmp_path / "truncated")
+    mcap = next(truncated.glob("*.mcap"))
+    mcap.write_bytes(mcap.read_bytes()[:-50])
+    broken_yaml = write_bag(standard_streams(frames=5), out=tmp_path / "yaml")
+    (broken_yaml / "metadata.yaml").write_text("rosbag2_bagfile_information: [\n  unclosed\n")
+    for bag, reason in ((truncated, "truncated"), (broken_yaml, "is not rosbag2 metadata")):
+        with pytest.raises(conv.ConvertError) as error:
+            run(bag, tmp_path / "nad", jobs=2)
+        assert str(bag) in str(error.value) and reason in str(error.value) and "\n" not in str(error.value)
+        assert not (tmp_path / "nad").exists()
