@@ -655,7 +655,7 @@ def convert(bags: Sequence[str | Path], out: str | Path, *, config: Mapping[str,
         try:
             converted = _convert_all(paths, recorded, job, writer, workers, skip_bad=skip_bad, progress=progress)
             report = {"episodes": converted.reports, "skipped": converted.skipped,
-                      "totals": _totals(converted.reports)}
+                      "incomplete": converted.incomplete, "totals": _totals(converted.reports)}
             writer.finish(_dataset_info(spec, job, rate_hz, converted.native_dt_ns), report, split_seed)
         except BaseException:
             workers.close()          # no worker may still write into the folder that is removed
@@ -673,6 +673,7 @@ class _Converted:
     reports: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     native_dt_ns: list[float] = field(default_factory=list)
+    incomplete: list[dict[str, Any]] = field(default_factory=list)   # episodes whose recording did not finish
 
 
 def _convert_all(paths: Sequence[Path], recorded: Sequence[Mapping[str, int]], job: EpisodeJob, writer: NadWriter,
@@ -692,6 +693,9 @@ def _convert_all(paths: Sequence[Path], recorded: Sequence[Mapping[str, int]], j
                 continue
             index = writer.add_staged_episode(outcome.row, outcome.staged)
             done.reports.append({"episode_index": index, "source_bag": paths[k].as_posix(), **outcome.report})
+            if not outcome.row["complete"]:
+                done.incomplete.append({"episode_index": index, "source_bag": paths[k].as_posix(),
+                                        "recovered": outcome.row["recovered"]})
             if outcome.native_dt_ns is not None:
                 done.native_dt_ns.append(outcome.native_dt_ns)
     finally:
@@ -773,6 +777,7 @@ def _episode_row(contents: BagContents, frames: EpisodeFrames) -> dict[str, Any]
         "operator": meta.get("operator", ""),
         "notes": meta.get("notes", ""),
         "complete": bool(meta.get("complete", True)),
+        "recovered": bool(meta.get("recovered", False)),
     }
 
 
@@ -876,6 +881,10 @@ def run_convert(args: argparse.Namespace) -> int:
     print(f"wrote {result.out}: {result.episodes} episodes, {result.frames} frames"
           + (f", {len(result.skipped)} bag(s) skipped" if result.skipped else "")
           + f" ({result.messages:,} messages in {result.seconds:.1f} s)")
+    for episode in result.report["incomplete"]:
+        how = "recovered after its recorder was killed" if episode["recovered"] else "stopped before it finished"
+        print(f"note: episode {episode['episode_index']} ({episode['source_bag']}) is incomplete ({how}); it is "
+              "kept, marked complete=false in meta/episodes.parquet", file=sys.stderr)
     return 0
 
 

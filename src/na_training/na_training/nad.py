@@ -178,6 +178,7 @@ EPISODE_META_COLUMNS: dict[str, pa.DataType] = {
     "operator": pa.string(),
     "notes": pa.string(),
     "complete": pa.bool_(),
+    "recovered": pa.bool_(),          # repaired after its recorder was killed (complete is then false)
     "data_file": pa.string(),
 }
 

@@ -679,3 +679,44 @@ def test_broken_storage_and_metadata_are_one_line_errors(write_bag, tmp_path: Pa
             run(bag, tmp_path / "nad", jobs=2)
         assert str(bag) in str(error.value) and reason in str(error.value) and "\n" not in str(error.value)
         assert not (tmp_path / "nad").exists()
+
+
+def test_a_recovered_episode_is_marked_and_named(write_bag, tmp_path: Path, capsys) -> None:
+    """An episode repaired after its recorder was killed enters NAD marked complete=false, recovered=true, and
+    the converter says so (it is still data, up to the last chunk the recorder flushed)."""
+    import shutil
+
+    from na_common.bag_repair import recover_episode
+    from na_common.episode_bag import EpisodeWriter
+
+    finished = write_bag(standard_streams(), out=tmp_path / "bags")
+    killed = tmp_path / "bags" / "episode_000002"
+    meta = {"task": "free_motion", "payload_grams": 0.0, "force_source": "none", "condition": "nominal",
+            "source": "live", "episode_id": 2}
+    writer = EpisodeWriter(tmp_path / "bags", meta)
+    streams = standard_streams()
+    for topic in streams:
+        writer.add_topic(topic, TYPES[topic])
+    for stamp, topic, msg in sorted(((s, t, m) for t, items in streams.items() for s, m in items),
+                                    key=lambda r: (r[0], r[1])):
+        writer.write(topic, stamp, msg)
+    writer.flush()                                        # what a killed recorder leaves on disk
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(killed, snapshot)
+    writer.close()
+    shutil.rmtree(killed)
+    snapshot.rename(killed)
+    recover_episode(killed)
+
+    import argparse
+
+    from na_training.convert import run_convert
+
+    args = conv.configure_parser(argparse.ArgumentParser()).parse_args(
+        [str(finished), str(killed), "--out", str(tmp_path / "nad"), "--quiet", "--jobs", "1"])
+    assert run_convert(args) == 0
+    note = capsys.readouterr().err
+    assert "incomplete (recovered after its recorder was killed)" in note and "episode_000002" in note
+    episodes = {e.meta["source_bag"]: e for e in load_nad(tmp_path / "nad")}
+    assert episodes[killed.as_posix()].meta["recovered"] and not episodes[killed.as_posix()].meta["complete"]
+    assert not episodes[finished.as_posix()].meta["recovered"] and episodes[finished.as_posix()].meta["complete"]
