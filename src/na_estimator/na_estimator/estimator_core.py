@@ -65,7 +65,8 @@ class Counters:
     bad_names: int = 0             # names unknown, missing or duplicated, or arrays of another length
     invalid_input: int = 0         # NaN/inf or out-of-range values, or driver-marked stale servos
     stale_input: int = 0           # ArmState older than the stale timeout when it arrived
-    out_of_order: int = 0          # stamp not after the previous one
+    future_stamp: int = 0          # ArmState stamped later than the node's clock plus the future tolerance
+    out_of_order: int = 0          # stamp not after the previous estimated-on state
     no_command: int = 0            # no (fresh) JointCommand for the goal features yet
     window_resets: int = 0         # gaps that restarted the history window
     invalid_output: int = 0        # the model produced NaN/inf
@@ -112,10 +113,13 @@ class EstimatorCore:
     """Strictly causal, event-driven: one estimate per valid follower state, none from bad input."""
 
     def __init__(self, model: OnnxActuatorModel, spec: RobotSpec, *, stale_timeout: float = 0.1,
-                 command_timeout: float = 0.5, max_gap: float = 0.1, contact_on: float = 0.6,
-                 contact_off: float = 0.4) -> None:
+                 future_tolerance: float = 0.02, command_timeout: float = 0.5, max_gap: float = 0.1,
+                 contact_on: float = 0.6, contact_off: float = 0.4) -> None:
+        if not future_tolerance >= 0.0:
+            raise ValueError(f"future_tolerance must be >= 0 s, got {future_tolerance}")
         self.spec = spec
         self.stale_timeout = stale_timeout
+        self.future_tolerance = future_tolerance
         self.command_timeout = command_timeout
         self.max_gap = max_gap
         self.contact = ContactHysteresis(contact_on, contact_off)
@@ -130,10 +134,12 @@ class EstimatorCore:
         self.set_model(model)
 
     def set_model(self, model: OnnxActuatorModel) -> None:
-        """Use ``model`` from now on (its contract was checked when it loaded); restarts the window."""
+        """Use ``model`` from now on (its contract was checked when it loaded); restarts the window and the
+        stamp history (the next fresh state is estimated on whatever was stamped before)."""
         self.model = model
         self.window = HistoryWindow(model.contract.feature_mean, model.contract.history_length, self.max_gap)
         self.contact.state = False
+        self._last_stamp = -math.inf
 
     def _refuse(self, counter: str, reason: str) -> None:
         setattr(self.counters, counter, getattr(self.counters, counter) + 1)
@@ -187,12 +193,18 @@ class EstimatorCore:
         arm = self._in_spec_order(arm)
         if arm is None:
             return None
-        if arm.stamp <= self._last_stamp:
-            self._refuse("out_of_order", "ArmState stamped at or before the previous one")
+        # Stamps are checked against the clock before the history: a state from the future must never
+        # become the latest stamp, or every real state after it would be refused as out of order.
+        if arm.stamp - now > self.future_tolerance:
+            self._refuse("future_stamp", f"ArmState stamped {arm.stamp - now:.3f} s ahead of this node's clock "
+                                         f"(future_tolerance {self.future_tolerance} s)")
             return None
         if now - arm.stamp > self.stale_timeout:
             self._refuse("stale_input", f"ArmState {now - arm.stamp:.3f} s old on arrival "
                                         f"(stale_timeout {self.stale_timeout} s)")
+            return None
+        if arm.stamp <= self._last_stamp:
+            self._refuse("out_of_order", "ArmState stamped at or before the previous one")
             return None
         if not self._valid(arm):
             self._refuse("invalid_input", "ArmState values non-finite, out of range or marked stale by the driver")

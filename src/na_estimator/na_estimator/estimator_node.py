@@ -33,6 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "arm_state_topic": topics.FOLLOWER_ARM_STATE,
     "command_topic": topics.FOLLOWER_COMMAND,
     "stale_timeout": 0.1,
+    "future_tolerance": 0.02,
     "command_timeout": 0.5,
     "max_gap": 0.1,
     "contact_threshold_on": 0.6,
@@ -49,6 +50,7 @@ DESCRIPTIONS = {
     "arm_state_topic": "follower ArmState input",
     "command_topic": "follower JointCommand input (goal features)",
     "stale_timeout": "s; an ArmState older than this on arrival is not estimated on",
+    "future_tolerance": "s; an ArmState stamped further than this ahead of the node's clock is not estimated on",
     "command_timeout": "s; the latest JointCommand must be at most this old",
     "max_gap": "s; a gap between states longer than this restarts the history window",
     "contact_threshold_on": "contact probability above which contact starts",
@@ -72,6 +74,7 @@ class EstimatorNode(Node):
         self._kinematics = Kinematics(self.spec)
         model = self._load_model(self.model_path)
         self.core = EstimatorCore(model, self.spec, stale_timeout=p["stale_timeout"],
+                                  future_tolerance=p["future_tolerance"],
                                   command_timeout=p["command_timeout"], max_gap=p["max_gap"],
                                   contact_on=p["contact_threshold_on"], contact_off=p["contact_threshold_off"])
         self.get_logger().info(f"loaded {self.model_path}: {model.provider.describe()}")

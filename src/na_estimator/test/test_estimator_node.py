@@ -145,3 +145,91 @@ def test_arm_states_are_reordered_by_name_or_refused_with_the_reason(ros_graph, 
     values = {kv.key: kv.value for kv in status.values}
     assert int(values["bad_names"]) >= 5 and reason in values["last_refusal"]
 
+
+
+@pytest.mark.node
+def test_every_refusal_branch_over_dds_is_counted_and_never_estimated_on(ros_graph, contract_model) -> None:
+    """Probes through DDS for each refusal branch: stale by age, from the future (an hour, 0.3 s), out of order,
+    NaN and inf in every field (the gripper too) and in the command, arrays of another length, plus names in
+    another order (estimated on). Each probe must arrive (its counter rises by exactly one), give no estimate,
+    and the next good state must still be estimated on (nothing poisons the history)."""
+    from na_msgs.msg import ArmState, JointCommand
+
+    peer = Peer(ros_graph, contract_model, diagnostics_period=0.2)
+    estimator, estimates = peer.estimator, peer.estimates
+    counters = estimator.core.counters
+    rng = np.random.default_rng(3)
+
+    def now_ns() -> int:
+        return estimator.get_clock().now().nanoseconds
+
+    def state(offset_ns: int = 0, **fields) -> ArmState:
+        msg = ArmState(role="follower", name=NAMES, position=rng.uniform(-0.3, 0.3, 5).tolist(), gripper_slide=0.005,
+                       velocity=[0.1] * 5, current=rng.uniform(-0.3, 0.3, 5).tolist(), input_voltage=[12.0] * 5,
+                       temperature=[35.0] * 5, stale=[False] * 5)
+        for key, value in fields.items():
+            setattr(msg, key, value)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now_ns() + offset_ns, 1_000_000_000)
+        return msg
+
+    def command(position=(0.1, 0.2, -0.1, 0.0, 0.3)) -> JointCommand:
+        msg = JointCommand(name=NAMES, position=list(position))
+        msg.header.stamp = estimator.get_clock().now().to_msg()
+        return msg
+
+    def good_estimate() -> None:
+        """One good command + state; waits for its estimate."""
+        before = len(estimates)
+        peer.command_pub.publish(command())
+        ros_graph.spin()
+        peer.state_pub.publish(state())
+        assert ros_graph.wait_for(lambda: len(estimates) > before, 5.0), f"no estimate; counters {counters}"
+
+    def refused(counter: str, probe, publisher=None) -> None:
+        before, n_estimates = getattr(counters, counter), counters.estimates
+        (publisher or peer.state_pub).publish(probe)
+        assert ros_graph.wait_for(lambda: getattr(counters, counter) > before, 5.0), f"{counter} probe never arrived"
+        assert getattr(counters, counter) == before + 1 and counters.estimates == n_estimates, counter
+        good_estimate()
+
+    for _ in range(3):
+        good_estimate()
+    stamps_of_probes: list[tuple[int, int]] = []
+
+    def probe(counter: str, msg, publisher=None) -> None:
+        if hasattr(msg, "role") and counter != "out_of_order":    # (the duplicate shares an estimate's stamp)
+            stamps_of_probes.append((msg.header.stamp.sec, msg.header.stamp.nanosec))
+        refused(counter, msg, publisher)
+
+    probe("stale_input", state(-500_000_000))                          # half a second old on arrival
+    probe("future_stamp", state(3_600_000_000_000))                    # an hour ahead
+    probe("future_stamp", state(300_000_000))                          # 0.3 s ahead
+    last = estimates[-1].header.stamp                                  # a duplicate of the last estimated-on state
+    duplicate = state()
+    duplicate.header.stamp = last
+    probe("out_of_order", duplicate)
+    for field in ("position", "velocity", "current", "input_voltage", "temperature"):
+        for joint in (0, 4):                                            # an arm joint and the gripper
+            for bad in (float("nan"), float("inf"), float("-inf")):
+                values = [0.1] * 5 if field != "input_voltage" else [12.0] * 5
+                values[joint] = bad
+                probe("invalid_input", state(**{field: values}))
+        probe("bad_names", state(**{field: [0.1] * 4}))                 # 4 values for 5 names
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        probe("invalid_input", state(gripper_slide=bad))
+        probe("invalid_input", command((0.1, 0.2, bad, 0.0, 0.3)), peer.command_pub)
+        probe("invalid_input", command((0.1, 0.2, 0.0, 0.0, bad)), peer.command_pub)
+    assert counters.as_dict() == {"estimates": counters.estimates, "bad_names": 5, "invalid_input": 3 * 10 + 9,
+                                  "stale_input": 1, "future_stamp": 2, "out_of_order": 1, "no_command": 0,
+                                  "window_resets": counters.window_resets, "invalid_output": 0}
+    assert not set(stamps_of_probes) & {(e.header.stamp.sec, e.header.stamp.nanosec) for e in estimates}
+
+    # Names in another order are estimated on (reordered by name), not refused.
+    before = len(estimates)
+    reordered = state()
+    order = [4, 2, 0, 3, 1]
+    reordered.name = [NAMES[k] for k in order]
+    for key in ("position", "velocity", "current", "input_voltage", "temperature", "stale"):
+        setattr(reordered, key, [getattr(reordered, key)[k] for k in order])
+    peer.state_pub.publish(reordered)
+    assert ros_graph.wait_for(lambda: len(estimates) > before, 5.0) and counters.bad_names == 5
