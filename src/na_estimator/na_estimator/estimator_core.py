@@ -27,6 +27,7 @@ VOLTAGE_RANGE_V = (5.0, 20.0)      # V; the XM430 runs on 10-14.8 V, Min/Max Vol
 TEMPERATURE_RANGE_C = (-20.0, 120.0)
 VELOCITY_LIMIT_RAD_S = 30.0        # rad/s; far above the 46 rpm (4.8 rad/s) no-load speed
 POSITION_MARGIN_RAD = 0.5          # rad beyond the spec's joint limits
+MAX_REMEMBERED_ORDERS = 8          # name lists whose spec-order index is kept (a driver sends one)
 
 
 @dataclass
@@ -129,8 +130,16 @@ class EstimatorCore:
         self._command: np.ndarray | None = None
         self._command_stamp = -math.inf
         self._last_stamp = -math.inf
+        self._orders: dict[tuple[str, ...], np.ndarray | None] = {}
+        # Plausible ranges, one row per array of ArmInput.ARRAYS (position, velocity, current, voltage, temperature).
         lower, upper = spec.servo_angle_limits()
-        self._position_bounds = (lower - POSITION_MARGIN_RAD, upper + POSITION_MARGIN_RAD)
+        n = spec.n_motors
+        self._lower = np.stack([lower - POSITION_MARGIN_RAD, np.full(n, -VELOCITY_LIMIT_RAD_S),
+                                np.full(n, -CURRENT_LIMIT_A), np.full(n, VOLTAGE_RANGE_V[0]),
+                                np.full(n, TEMPERATURE_RANGE_C[0])])
+        self._upper = np.stack([upper + POSITION_MARGIN_RAD, np.full(n, VELOCITY_LIMIT_RAD_S),
+                                np.full(n, CURRENT_LIMIT_A), np.full(n, VOLTAGE_RANGE_V[1]),
+                                np.full(n, TEMPERATURE_RANGE_C[1])])
         self.set_model(model)
 
     def set_model(self, model: OnnxActuatorModel) -> None:
@@ -148,7 +157,11 @@ class EstimatorCore:
     def on_command(self, stamp: float, position: np.ndarray, names: Sequence[str]) -> bool:
         """The goal the follower tracks (JointCommand: positions named by ``names``); False when refused."""
         try:
-            position = self.spec.reorder(names, np.asarray(position, dtype=float), "JointCommand position")
+            position = np.asarray(position, dtype=float)
+            if position.shape != (len(names),):
+                raise JointNameError(f"JointCommand position has {position.size} values for {len(names)} joint names")
+            order = self._order(names)
+            position = position if order is None else position[order]
         except JointNameError as exc:
             self._refuse("bad_names", f"JointCommand: {exc}")
             return False
@@ -158,35 +171,48 @@ class EstimatorCore:
         self._command, self._command_stamp = position, stamp
         return True
 
+    def _order(self, names: Sequence[str]) -> np.ndarray | None:
+        """The index putting arrays named ``names`` into spec order (None: they are in spec order already);
+        raises JointNameError. Remembered per name list: a driver sends the same names every time."""
+        key = tuple(names)
+        if key in self._orders:
+            return self._orders[key]
+        index = self.spec.index_of(key)
+        order = None if np.array_equal(index, np.arange(len(index))) else index
+        if len(self._orders) < MAX_REMEMBERED_ORDERS:
+            self._orders[key] = order
+        return order
+
     def _in_spec_order(self, arm: ArmInput) -> ArmInput | None:
         """``arm`` with its arrays in spec order, or None (counted, with the reason) when its names do not fit."""
+        n_names = len(arm.names)
+        arrays: dict[str, np.ndarray] = {}
         try:
-            arrays = {f: self.spec.reorder(arm.names, np.asarray(getattr(arm, f), dtype=float), f)
-                      for f in ArmInput.ARRAYS}
-            stale = None if arm.stale is None or not len(arm.stale) else \
-                self.spec.reorder(arm.names, np.asarray(arm.stale, dtype=bool), "stale")
+            order = None
+            for k, name in enumerate((*ArmInput.ARRAYS, "stale")):
+                value = getattr(arm, name)
+                if name == "stale" and (value is None or not len(value)):
+                    arrays[name] = None
+                    continue
+                value = np.asarray(value, dtype=bool if name == "stale" else float)
+                if value.shape != (n_names,):
+                    raise JointNameError(f"{name} has {value.size} values for {n_names} joint names")
+                if k == 0:
+                    order = self._order(arm.names)
+                arrays[name] = value if order is None else value[order]
         except JointNameError as exc:
             self._refuse("bad_names", f"ArmState: {exc}")
             return None
-        return ArmInput(stamp=arm.stamp, names=self.spec.joint_names, gripper_slide=arm.gripper_slide, stale=stale,
-                        **arrays)
+        return ArmInput(stamp=arm.stamp, names=self.spec.joint_names, gripper_slide=arm.gripper_slide, **arrays)
 
     def _valid(self, arm: ArmInput) -> bool:
-        n = self.spec.n_motors
-        arrays = (arm.position, arm.velocity, arm.current, arm.input_voltage, arm.temperature)
-        if any(np.shape(a) != (n,) for a in arrays):
-            return False
-        if not all(np.all(np.isfinite(a)) for a in arrays) or not math.isfinite(arm.gripper_slide):
+        values = np.stack([arm.position, arm.velocity, arm.current, arm.input_voltage, arm.temperature])
+        if values.shape != self._lower.shape or not math.isfinite(arm.gripper_slide):
             return False
         if arm.stale is not None and np.any(arm.stale):
             return False
-        low, high = self._position_bounds
-        return bool(np.all((arm.position >= low) & (arm.position <= high))
-                    and np.all(np.abs(arm.current) <= CURRENT_LIMIT_A)
-                    and np.all(np.abs(arm.velocity) <= VELOCITY_LIMIT_RAD_S)
-                    and np.all((arm.input_voltage >= VOLTAGE_RANGE_V[0]) & (arm.input_voltage <= VOLTAGE_RANGE_V[1]))
-                    and np.all((arm.temperature >= TEMPERATURE_RANGE_C[0])
-                               & (arm.temperature <= TEMPERATURE_RANGE_C[1])))
+        # NaN fails both comparisons, and inf is beyond every bound.
+        return bool(np.all((values >= self._lower) & (values <= self._upper)))
 
     def on_arm_state(self, arm: ArmInput, now: float) -> Estimate | None:
         """An estimate for this state, or None (and a counter) when it must not be estimated on."""

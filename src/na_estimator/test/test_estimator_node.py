@@ -233,3 +233,68 @@ def test_every_refusal_branch_over_dds_is_counted_and_never_estimated_on(ros_gra
         setattr(reordered, key, [getattr(reordered, key)[k] for k in order])
     peer.state_pub.publish(reordered)
     assert ros_graph.wait_for(lambda: len(estimates) > before, 5.0) and counters.bad_names == 5
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("executor", ["events", "single_threaded"])
+def test_the_executable_serves_on_each_executor_and_stops_cleanly(ros_graph, contract_model, executor) -> None:
+    """The installed estimator with each executor: estimates, answers ~/reload, publishes /diagnostics, and ends
+    with exit code 0 and no traceback on SIGINT (rclpy 7.1's EventsExecutor.spin() serves nothing; the node
+    spins it with spin_once)."""
+    import signal
+    import subprocess
+
+    from diagnostic_msgs.msg import DiagnosticArray
+    from std_srvs.srv import Trigger
+
+    from na_common.ament import find_executable
+    from na_msgs.msg import ActuatorEstimate, ArmState, JointCommand
+
+    command = [str(find_executable("na_estimator", "estimator")), "--ros-args", "-p", f"model_path:={contract_model}",
+               "-p", f"executor:={executor}", "-p", "diagnostics_period:=0.2"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        io = ros_graph.probe("executable_io")
+        estimates, diagnostics = [], []
+        io.create_subscription(ActuatorEstimate, "/estimator/estimate", estimates.append, 10)
+        io.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
+        state_pub = io.create_publisher(ArmState, "/follower/arm_state", 10)
+        command_pub = io.create_publisher(JointCommand, "/follower/command", 10)
+        assert ros_graph.wait_for(lambda: state_pub.get_subscription_count() > 0, 30.0), "the estimator never came up"
+
+        def publish() -> None:
+            now = io.get_clock().now().to_msg()
+            command_pub.publish(JointCommand(header=Header(stamp=now), name=NAMES, position=[0.1] * 5))
+            state_pub.publish(ArmState(header=Header(stamp=now), role="follower", name=NAMES, position=[0.1] * 5,
+                                       gripper_slide=0.005, velocity=[0.0] * 5, current=[0.1] * 5,
+                                       input_voltage=[12.0] * 5, temperature=[35.0] * 5))
+            ros_graph.spin_for(0.02)
+
+        assert ros_graph.wait_for(lambda: len(estimates) >= 3, 20.0, publish)
+        response = ros_graph.call(io.create_client(Trigger, "/estimator/reload"), Trigger.Request())
+        assert response.success, response.message
+        assert ros_graph.wait_for(lambda: any(s.name == "estimator" for d in diagnostics for s in d.status), 10.0)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, output
+    assert "Traceback" not in output and "FATAL" not in output, output
+
+
+@pytest.mark.node
+@pytest.mark.parametrize(("parameter", "value"), [("executor", "fast"), ("input_reliability", "sometimes"),
+                                                  ("future_tolerance", "-1.0")])
+def test_a_bad_choice_exits_2_naming_it(contract_model, parameter, value) -> None:
+    import subprocess
+
+    from na_common.ament import find_executable
+
+    result = subprocess.run([str(find_executable("na_estimator", "estimator")), "--ros-args", "-p",
+                             f"model_path:={contract_model}", "-p", f"{parameter}:={value}"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    fatal = [line for line in result.stderr.splitlines() if "FATAL" in line]
+    assert len(fatal) == 1 and parameter in fatal[0], result.stderr
