@@ -64,7 +64,8 @@ class Estimate:
 class Counters:
     estimates: int = 0
     bad_names: int = 0             # names unknown, missing or duplicated, or arrays of another length
-    invalid_input: int = 0         # NaN/inf or out-of-range values, or driver-marked stale servos
+    invalid_input: int = 0         # NaN/inf or out-of-range values (ArmState or JointCommand)
+    stale_servo: int = 0           # servos the driver marked stale (no fresh reading this cycle)
     stale_input: int = 0           # ArmState older than the stale timeout when it arrived
     future_stamp: int = 0          # ArmState stamped later than the node's clock plus the future tolerance
     out_of_order: int = 0          # stamp not after the previous estimated-on state
@@ -209,8 +210,6 @@ class EstimatorCore:
         values = np.stack([arm.position, arm.velocity, arm.current, arm.input_voltage, arm.temperature])
         if values.shape != self._lower.shape or not math.isfinite(arm.gripper_slide):
             return False
-        if arm.stale is not None and np.any(arm.stale):
-            return False
         # NaN fails both comparisons, and inf is beyond every bound.
         return bool(np.all((values >= self._lower) & (values <= self._upper)))
 
@@ -233,7 +232,11 @@ class EstimatorCore:
             self._refuse("out_of_order", "ArmState stamped at or before the previous one")
             return None
         if not self._valid(arm):
-            self._refuse("invalid_input", "ArmState values non-finite, out of range or marked stale by the driver")
+            self._refuse("invalid_input", "ArmState values non-finite or out of range")
+            return None
+        if arm.stale is not None and np.any(arm.stale):
+            stale = [name for name, flag in zip(self.spec.joint_names, arm.stale, strict=True) if flag]
+            self._refuse("stale_servo", f"ArmState: the driver marked {stale} stale")
             return None
         if self._command is None or arm.stamp - self._command_stamp > self.command_timeout:
             self._refuse("no_command", f"no JointCommand within command_timeout {self.command_timeout} s")

@@ -107,7 +107,8 @@ def test_bad_input_never_becomes_an_estimate(contract_model) -> None:
     flagged = arm_input(1.03, rng)
     flagged.stale = np.array([False, True, False, False, False])
     assert core.on_arm_state(flagged, now=1.031) is None
-    assert core.counters.invalid_input == 3
+    assert core.counters.invalid_input == 2 and core.counters.stale_servo == 1
+    assert "['joint2'] stale" in core.last_refusal
     assert core.on_arm_state(arm_input(1.0, rng), now=1.04) is None   # not after the last stamp, fresh
     assert core.counters.out_of_order == 1
     assert core.on_arm_state(arm_input(1.04, rng), now=1.2) is None   # 160 ms old on arrival

@@ -215,12 +215,14 @@ def test_every_refusal_branch_over_dds_is_counted_and_never_estimated_on(ros_gra
                 values[joint] = bad
                 probe("invalid_input", state(**{field: values}))
         probe("bad_names", state(**{field: [0.1] * 4}))                 # 4 values for 5 names
+    probe("stale_servo", state(stale=[False, False, False, False, True]))   # the driver had no fresh gripper reading
     for bad in (float("nan"), float("inf"), float("-inf")):
         probe("invalid_input", state(gripper_slide=bad))
         probe("invalid_input", command((0.1, 0.2, bad, 0.0, 0.3)), peer.command_pub)
         probe("invalid_input", command((0.1, 0.2, 0.0, 0.0, bad)), peer.command_pub)
     assert counters.as_dict() == {"estimates": counters.estimates, "bad_names": 5, "invalid_input": 3 * 10 + 9,
                                   "stale_input": 1, "future_stamp": 2, "out_of_order": 1, "no_command": 0,
+                                  "stale_servo": 1,
                                   "window_resets": counters.window_resets, "invalid_output": 0}
     assert not set(stamps_of_probes) & {(e.header.stamp.sec, e.header.stamp.nanosec) for e in estimates}
 
