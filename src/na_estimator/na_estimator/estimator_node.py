@@ -104,6 +104,7 @@ class EstimatorNode(Node):
         self.get_logger().info(f"loaded {self.model_path} ({model.variant}): {model.provider.describe()}")
         # Of the estimated-on states: stamp -> callback (transport and executor), callback -> estimate published.
         self.arrival, self.handling = LatencyStats(), LatencyStats()
+        self._estimate_msg = ActuatorEstimate(name=self.spec.joint_names)
 
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.pub_estimate = self.create_publisher(ActuatorEstimate, topics.ESTIMATE, qos)
@@ -150,12 +151,14 @@ class EstimatorNode(Node):
         header = state.header
         header.frame_id = self.frame_id
         names = self.spec.joint_names
-        out = ActuatorEstimate(header=header, name=names, torque_surrogate=est.torque_surrogate.tolist(),
-                               force_raw=Vector3(x=est.force_raw[0], y=est.force_raw[1], z=est.force_raw[2]),
-                               force=Vector3(x=est.force[0], y=est.force[1], z=est.force[2]),
-                               contact_probability=est.contact_probability, in_contact=est.in_contact,
-                               condition=est.condition.tolist(), inference_latency=est.latency,
-                               window_fill=est.window_fill)
+        # One message object, refilled: constructing one runs rclpy's per-field checks (~4x the refill's cost).
+        out = self._estimate_msg
+        out.header = header
+        out.torque_surrogate = est.torque_surrogate.tolist()
+        out.force_raw.x, out.force_raw.y, out.force_raw.z = (float(v) for v in est.force_raw)
+        out.force.x, out.force.y, out.force.z = (float(v) for v in est.force)
+        out.contact_probability, out.in_contact = est.contact_probability, est.in_contact
+        out.condition, out.inference_latency, out.window_fill = est.condition.tolist(), est.latency, est.window_fill
         self.pub_estimate.publish(out)
         self.handling.add(time.perf_counter() - entered)
         # The rest only for topics someone listens to: building and serialising four messages and the arrow's
