@@ -32,7 +32,7 @@ import onnx
 
 from na_estimator.contract import INPUT_NAME, METADATA_KEYS, OUTPUT_NAMES, VARIANT_KEYS
 from na_estimator.features import FEATURE_UNITS, SCHEMA_VERSION, history_windows
-from na_training.export_graph import FP32_PASSES, MATMUL_PASSES, optimise
+from na_training.export_graph import FP32_PASSES, MATMUL_PASSES, PassReport, gemm_to_matmul, optimise, prune
 from na_training.model import NeuralActuator, jit_forward
 
 OPSET = 20                    # ONNX Gelu needs opset 20; LayerNormalization 17
@@ -389,13 +389,18 @@ def export_model(model: NeuralActuator, description: Mapping[str, Any], out: str
             calibration = np.asarray(calibration_windows if calibration_windows is not None
                                      and len(calibration_windows) else check_windows, dtype=np.float32)
             for name in quantised:
-                nodes = None
+                nodes, source = None, work / "matmul.onnx"
                 if name == "int8-mixed":
-                    nodes, notes[name] = select_mixed(work / "matmul.onnx", calibration,
-                                                      jax_outputs(model, calibration), work)
+                    nodes, notes[name] = select_mixed(source, calibration, jax_outputs(model, calibration), work)
                     if not nodes:
                         continue
-                paths[name] = quantize_variant(name, work / "matmul.onnx", work / f"{name}.onnx", calibration, nodes)
+                    # the layers left in fp32 keep their Gemm (faster than MatMul + Add)
+                    mixed = onnx.load(str(paths["fp32"]))
+                    gemm_to_matmul(mixed, PassReport(), only=set(nodes))
+                    prune(mixed, PassReport())
+                    source = work / "mixed_fp32.onnx"
+                    onnx.save(mixed, str(source))
+                paths[name] = quantize_variant(name, source, work / f"{name}.onnx", calibration, nodes)
         timings = time_batch1(paths, windows[real] if has_real else windows)
         checks = [_check(name, onnx_outputs(paths[name], windows), reference, real, has_real, timings[name])
                   for name in paths]

@@ -156,11 +156,19 @@ def static_reshapes(model: onnx.ModelProto, report: PassReport) -> None:
     report.add("static reshape", count)
 
 
-def gemm_to_matmul(model: onnx.ModelProto, report: PassReport) -> None:
-    """Reshape(x -> [-1, K]) -> Gemm(W, b) -> Reshape(-> [-1, L, N]) with x [B, L, K]: MatMul + Add on x."""
+def matmul_name(gemm_name: str) -> str:
+    """The name :func:`gemm_to_matmul` gives the MatMul that replaces the Gemm ``gemm_name``."""
+    return f"{gemm_name}/matmul"
+
+
+def gemm_to_matmul(model: onnx.ModelProto, report: PassReport, only: set[str] | None = None) -> None:
+    """Reshape(x -> [-1, K]) -> Gemm(W, b) -> Reshape(-> [-1, L, N]) with x [B, L, K]: MatMul + Add on x (the
+    Gemms named in ``only``, default all); the MatMul is named :func:`matmul_name` of the Gemm."""
     g = Graph(model.graph)
     candidates = []
     for gemm in model.graph.node:
+        if only is not None and matmul_name(gemm.name) not in only:
+            continue
         if gemm.op_type != "Gemm" or attribute(gemm, "transA", 0) or attribute(gemm, "alpha", 1.0) != 1.0 \
                 or attribute(gemm, "beta", 1.0) != 1.0:
             continue
@@ -191,10 +199,10 @@ def gemm_to_matmul(model: onnx.ModelProto, report: PassReport) -> None:
         out = unflatten.output[0]
         weight_name = g.add_initializer("weight", weight.astype(np.float32))
         if bias is None:
-            nodes = [helper.make_node("MatMul", [x, weight_name], [out], name=g.fresh("matmul"))]
+            nodes = [helper.make_node("MatMul", [x, weight_name], [out], name=matmul_name(gemm.name))]
         else:
             product = g.fresh("product")
-            nodes = [helper.make_node("MatMul", [x, weight_name], [product], name=g.fresh("matmul")),
+            nodes = [helper.make_node("MatMul", [x, weight_name], [product], name=matmul_name(gemm.name)),
                      helper.make_node("Add", [product, g.add_initializer("bias", bias.astype(np.float32))], [out],
                                       name=g.fresh("bias"))]
         removed += [gemm, unflatten]
