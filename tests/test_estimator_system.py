@@ -29,11 +29,12 @@ PUSH_TASK = "push_px"          # trained on push_px/push_nx and nopush_px (anoth
 TRAIN_TASKS = ["payload", "free", "push_px", "push_nx", "nopush_px"]
 TRAIN_STEPS = 800           # the demo's default
 LIVE_SECONDS = 12.0
-# Margins a working estimator meets with room (measured: payload force 0.44-0.64 x the better constant, push force
-# 0.76-0.95 x, contact accuracy 18-28 points above the best constant answer; the push force is the weakest: the
-# small CI model finds the push direction and contact but under-estimates the magnitude).
+# Margins a working estimator meets with room. Measured with 800 steps (and 900): payload force 0.51 x the better
+# constant (0.44), push force 0.82 x (0.76); contact accuracy above the best constant answer by 24 points in the
+# payload phase, 14-19 in the push phase (18). The push force is the weakest: the small CI model finds the push
+# direction and the contact but under-estimates the magnitude.
 FORCE_MARGIN = {"payload": 0.8, "push": 0.95}   # force MAE below this x the better of always-zero and training mean
-CONTACT_MARGIN = 0.10          # contact accuracy at least 10 points above the best constant answer
+CONTACT_MARGIN = {"payload": 0.10, "push": 0.05}  # contact accuracy at least this above the best constant answer
 PROBES_PER_KIND = 4
 DIAGNOSTICS_TIMEOUT = 10.0
 
@@ -208,7 +209,7 @@ def test_trained_estimator_beats_trivial_predictors_live_and_refuses_every_probe
         baseline = min(score.zero_force_mae, score.constant_force_mae)
         assert score.force_mae < FORCE_MARGIN[name] * baseline, \
             f"{name}: force MAE {score.force_mae:.3f} N does not beat {FORCE_MARGIN[name]} x {baseline:.3f} N"
-        assert score.contact_accuracy >= score.constant_contact_accuracy + CONTACT_MARGIN, \
+        assert score.contact_accuracy >= score.constant_contact_accuracy + CONTACT_MARGIN[name], \
             f"{name}: contact accuracy {score.contact_accuracy:.3f}, constant {score.constant_contact_accuracy:.3f}"
     # Every probe arrived and was refused on its own branch; none became an estimate; real states went on.
     assert delta["future_stamp"] == sent["future_stamp"] == 2 * PROBES_PER_KIND

@@ -2,8 +2,11 @@
 hysteresis and statistics. The node only converts messages to and from this core.
 
 Inputs arrive as their messages carry them: arrays named by ``name``, in any order. They are put in
-spec order through :meth:`na_description.RobotSpec.reorder`; an input whose names are unknown, missing
-or duplicated, or whose arrays have another length than the names, is counted and never estimated on.
+spec order through the spec's name -> index mapping (:meth:`na_description.RobotSpec.index_of`, remembered
+per name list); an input whose names are unknown, missing or duplicated, or whose arrays have another
+length than the names, is counted and never estimated on. Stamps are checked against the node's clock
+(too old: ``stale_input``; too far ahead: ``future_stamp``) before they are compared with the newest
+estimated-on stamp (``out_of_order``), so that no refused state can become the newest stamp.
 """
 
 from __future__ import annotations
