@@ -133,9 +133,12 @@ class LivePhases:
         from builtin_interfaces.msg import Time
 
         from na_common.stamps import split_ns
+        from na_msgs.msg import JointCommand
 
         monitor = self.monitor
-        self.spin_until(lambda: monitor.last_state is not None, 10.0, "a follower state")
+        command_pub = monitor.node.create_publisher(JointCommand, "/follower/command", 10)
+        self.spin_until(lambda: monitor.last_state is not None and command_pub.get_subscription_count() > 0, 10.0,
+                        "a follower state and the estimator's command subscription")
         before = self.fresh_diagnostics()
         sent: dict[str, list[tuple[int, int]]] = {}
 
@@ -155,8 +158,18 @@ class LivePhases:
             pause = time.monotonic()
             self.spin_until(lambda: time.monotonic() - pause > 0.03, 5.0, "the probe")
 
+        def send_command_from_the_future() -> None:
+            """A hostile sender's pair: a command an hour ahead goes with the state an hour ahead (the goal is the
+            follower's own position, so the follower's driver, which also listens, holds still)."""
+            sec, nanosec = split_ns(monitor.node.get_clock().now().nanoseconds + 3600 * 10**9)
+            command = JointCommand(name=list(monitor.last_state.name), position=list(monitor.last_state.position))
+            command.header.stamp = Time(sec=sec, nanosec=nanosec)
+            command_pub.publish(command)
+            sent.setdefault("future_command", []).append((sec, nanosec))
+
         nan5, inf5 = [float("nan")] * 5, [float("inf")] * 5
         for _ in range(PROBES_PER_KIND):
+            send_command_from_the_future()
             send("stale_input", -0.5)
             send("future_stamp", 3600.0)
             send("future_stamp", 0.3)
@@ -212,8 +225,8 @@ def test_trained_estimator_beats_trivial_predictors_live_and_refuses_every_probe
         assert score.contact_accuracy >= score.constant_contact_accuracy + CONTACT_MARGIN[name], \
             f"{name}: contact accuracy {score.contact_accuracy:.3f}, constant {score.constant_contact_accuracy:.3f}"
     # Every probe arrived and was refused on its own branch; none became an estimate; real states went on.
-    assert delta["future_stamp"] == sent["future_stamp"] == 2 * PROBES_PER_KIND
+    assert delta["future_stamp"] == sent["future_stamp"] + sent["future_command"] == 3 * PROBES_PER_KIND
     assert delta["invalid_input"] == sent["invalid_input"] == 3 * PROBES_PER_KIND     # (driver-stale: stale_servo)
     assert delta["stale_input"] >= sent["stale_input"] == PROBES_PER_KIND
-    assert delta["out_of_order"] >= PROBES_PER_KIND
+    assert delta["out_of_order"] == PROBES_PER_KIND      # the duplicates only: no refused stamp poisoned the history
     assert estimated_probes == 0

@@ -158,8 +158,14 @@ class EstimatorCore:
         setattr(self.counters, counter, getattr(self.counters, counter) + 1)
         self.last_refusal = reason
 
-    def on_command(self, stamp: float, position: np.ndarray, names: Sequence[str]) -> bool:
-        """The goal the follower tracks (JointCommand: positions named by ``names``); False when refused."""
+    def on_command(self, stamp: float, position: np.ndarray, names: Sequence[str], now: float | None = None) -> bool:
+        """The goal the follower tracks (JointCommand: positions named by ``names``); False when refused. With the
+        node's clock ``now``, a command stamped more than the future tolerance ahead is refused (future_stamp):
+        it would stay "fresh" for the command timeout and stand in for the real commands' goals."""
+        if now is not None and stamp - now > self.future_tolerance:
+            self._refuse("future_stamp", f"JointCommand stamped {stamp - now:.3f} s ahead of this node's clock "
+                                         f"(future_tolerance {self.future_tolerance} s)")
+            return False
         try:
             position = np.asarray(position, dtype=float)
             if position.shape != (len(names),):

@@ -126,7 +126,8 @@ class EstimatorNode(Node):
         return OnnxActuatorModel(path, self.spec, providers=list(self.providers), intra_op_threads=self.threads)
 
     def _on_command(self, msg: JointCommand) -> None:
-        self.core.on_command(stamp_seconds(msg.header.stamp), np.asarray(msg.position), list(msg.name))
+        self.core.on_command(stamp_seconds(msg.header.stamp), np.asarray(msg.position), list(msg.name),
+                             self.get_clock().now().nanoseconds * 1e-9)
 
     def _on_arm_state(self, msg: ArmState) -> None:
         with self._unless_shut_down():

@@ -278,6 +278,18 @@ def test_a_state_from_the_future_is_refused_and_does_not_poison_the_history(cont
     assert core.counters.estimates == 41 and core.counters.out_of_order == 0 and core.counters.refused == 1
 
 
+def test_a_command_from_the_future_is_refused_and_the_current_goal_kept(contract_model) -> None:
+    core, rng = fed_core(contract_model, future_tolerance=0.02)
+    reference, _ = fed_core(contract_model, future_tolerance=0.02)
+    assert core.on_command(3601.0, np.full(5, 0.4), NAMES, now=1.005) is False
+    assert core.counters.future_stamp == 1 and "JointCommand stamped" in core.last_refusal
+    assert core.on_command(1.015, np.full(5, 0.4), NAMES, now=1.016)          # 1 ms ahead of nothing: fresh
+    state = arm_input(1.02, rng)
+    assert reference.on_command(1.015, np.full(5, 0.4), NAMES, now=1.016)
+    np.testing.assert_array_equal(core.on_arm_state(state, now=1.021).force,
+                                  reference.on_arm_state(state, now=1.021).force)
+
+
 def test_a_stamp_within_the_future_tolerance_is_estimated_on(contract_model) -> None:
     core, rng = fed_core(contract_model, future_tolerance=0.02)
     assert core.on_arm_state(arm_input(1.02, rng), now=1.01) is not None          # 10 ms ahead: clock skew

@@ -204,6 +204,9 @@ def test_every_refusal_branch_over_dds_is_counted_and_never_estimated_on(ros_gra
     probe("stale_input", state(-500_000_000))                          # half a second old on arrival
     probe("future_stamp", state(3_600_000_000_000))                    # an hour ahead
     probe("future_stamp", state(300_000_000))                          # 0.3 s ahead
+    ahead = command()
+    ahead.header.stamp.sec += 3600
+    probe("future_stamp", ahead, peer.command_pub)                     # a command an hour ahead
     last = estimates[-1].header.stamp                                  # a duplicate of the last estimated-on state
     duplicate = state()
     duplicate.header.stamp = last
@@ -221,7 +224,7 @@ def test_every_refusal_branch_over_dds_is_counted_and_never_estimated_on(ros_gra
         probe("invalid_input", command((0.1, 0.2, bad, 0.0, 0.3)), peer.command_pub)
         probe("invalid_input", command((0.1, 0.2, 0.0, 0.0, bad)), peer.command_pub)
     assert counters.as_dict() == {"estimates": counters.estimates, "bad_names": 5, "invalid_input": 3 * 10 + 9,
-                                  "stale_input": 1, "future_stamp": 2, "out_of_order": 1, "no_command": 0,
+                                  "stale_input": 1, "future_stamp": 3, "out_of_order": 1, "no_command": 0,
                                   "stale_servo": 1,
                                   "window_resets": counters.window_resets, "invalid_output": 0}
     assert not set(stamps_of_probes) & {(e.header.stamp.sec, e.header.stamp.nanosec) for e in estimates}
