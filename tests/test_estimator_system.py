@@ -1,36 +1,232 @@
-"""The estimator on the simulated rig with a model trained in the test setup: generated payload
-episodes -> NAD -> MJX training -> ONNX -> estimator node beside the rig, arm drivers and teleop
-(separate processes, real DDS). Its published force must track the rig's ground truth better than
-always predicting zero, and stale follower states must never become estimates."""
+"""The estimator on the simulated rig with a model trained in the test setup: generated payload and push
+episodes -> NAD -> MJX training -> ONNX (na-train export's variant choice) -> the estimator process beside
+the rig, arm drivers and teleop (separate processes, real DDS).
+
+Scored against the rig's ground truth and informed trivial predictors (``na_bringup.live_eval``): in a payload
+phase (a mass not among the training payloads) and a push phase, the force must beat both always-zero and the
+training-mean force, and in the push phase the contact decision must beat the best constant answer. Then probes
+go to the running estimator over DDS -- stale by age, from the future (an hour, 0.3 s), out of order, NaN/inf
+-- and its /diagnostics counters must show each arrived and was refused, none came back as an estimate, and the
+real states after them are still estimated on (a future stamp once stopped every later estimate)."""
 
 from __future__ import annotations
 
 import argparse
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from na_bringup.demo import Demo, build_parser
+from na_bringup.live_eval import LiveScore, score_live
+from na_bringup.sim_graph import launched, ros_env, sim_rig
 
 LIVE_PAYLOAD_GRAMS = 400.0     # not among the training payloads (200, 300, 500 g)
-TRAIN_STEPS = 600
+PUSH_TASK = "push_px"          # trained on push_px/push_nx and nopush_px (another seed live)
+TRAIN_TASKS = ["payload", "free", "push_px", "push_nx", "nopush_px"]
+TRAIN_STEPS = 800           # the demo's default
+LIVE_SECONDS = 12.0
+# Margins a working estimator meets with room. Measured with 800 steps (and 900): payload force 0.51 x the better
+# constant (0.44), push force 0.82 x (0.76); contact accuracy above the best constant answer by 24 points in the
+# payload phase, 14-19 in the push phase (18). The push force is the weakest: the small CI model finds the push
+# direction and the contact but under-estimates the magnitude.
+FORCE_MARGIN = {"payload": 0.8, "push": 0.95}   # force MAE below this x the better of always-zero and training mean
+CONTACT_MARGIN = {"payload": 0.10, "push": 0.05}  # contact accuracy at least this above the best constant answer
+PROBES_PER_KIND = 4
+DIAGNOSTICS_TIMEOUT = 10.0
+
+
+@dataclass
+class Diagnostics:
+    """The estimator's latest /diagnostics values and when they arrived (monotonic)."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    received: float = -math.inf
+
+    def on_message(self, msg) -> None:
+        for status in msg.status:
+            if status.name == "estimator":
+                self.values = {kv.key: kv.value for kv in status.values}
+                self.received = time.monotonic()
+
+    def count(self, key: str) -> int:
+        return int(self.values[key])
+
+
+def training_mean_force(nad: Path) -> np.ndarray:
+    """The informed constant: mean force label over the valid frames of the train split."""
+    from na_training.nad import load_nad
+
+    forces, valid = [], []
+    for episode in load_nad(nad, "train"):
+        forces.append(episode.force)
+        valid.append(np.all(episode.force_valid, axis=1))
+    force, ok = np.concatenate(forces), np.concatenate(valid)
+    return force[ok].mean(axis=0)
+
+
+class LivePhases:
+    """The estimator live on the rig, phase by phase, with the demo's building blocks and a probe node."""
+
+    def __init__(self, demo: Demo, model: Path) -> None:
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+
+        from na_bringup.live_monitor import LiveMonitor
+
+        self.demo, self.model = demo, model
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.monitor = LiveMonitor(self.context)
+        self.diagnostics = Diagnostics()
+        self.monitor.node.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.on_message, 10)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.monitor.node)
+        self.graphs: tuple = ()
+
+    def close(self) -> None:
+        import rclpy
+
+        self.executor.shutdown()
+        self.monitor.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+
+    def spin_until(self, condition, timeout: float, what: str) -> None:
+        self.demo._spin_until(self.executor, condition, timeout, what, self.graphs)
+
+    def run(self, task: str, grams: float, seconds: float, probes) -> dict[str, np.ndarray]:
+        from na_bringup.live_monitor import Recording
+
+        name = f"{task}_{grams:g}g" if grams else task
+        log_dir = self.demo.logs / f"live_{name}"
+        with sim_rig(self.demo.out / "sim", log_dir, task=task, payload_grams=grams,
+                     seed=self.demo.args.seed + 1) as (rig, _info, _port), \
+                launched("teleop.launch.xml", {"sim": "true", "sim_dir": str(self.demo.out / "sim")}, log_dir,
+                         env=ros_env()) as teleop, \
+                launched("estimator.launch.xml", {"model": str(self.model)}, log_dir, env=ros_env()) as estimator:
+            self.graphs = (rig, teleop, estimator)
+            monitor = self.monitor
+            monitor.recording, monitor.active = Recording(), True
+            self.spin_until(lambda: len(monitor.recording.estimate_stamps) > 60, 120.0, f"estimates during {task}")
+            begin = time.monotonic()
+            self.spin_until(lambda: time.monotonic() - begin > seconds, seconds + 30.0, task)
+            monitor.active = False
+            if probes is not None:
+                probes(self)
+        return monitor.recording.arrays()
+
+    # -- probes -------------------------------------------------------------------------------------------
+    def fresh_diagnostics(self) -> Diagnostics:
+        """Counters published after this call (the estimator publishes them every diagnostics_period)."""
+        after = time.monotonic()
+        self.spin_until(lambda: self.diagnostics.received > after, DIAGNOSTICS_TIMEOUT, "a fresh /diagnostics")
+        return Diagnostics(dict(self.diagnostics.values), self.diagnostics.received)
+
+    def probe_campaign(self) -> None:
+        import copy
+
+        from builtin_interfaces.msg import Time
+
+        from na_common.stamps import split_ns
+        from na_msgs.msg import JointCommand
+
+        monitor = self.monitor
+        command_pub = monitor.node.create_publisher(JointCommand, "/follower/command", 10)
+        self.spin_until(lambda: monitor.last_state is not None and command_pub.get_subscription_count() > 0, 10.0,
+                        "a follower state and the estimator's command subscription")
+        before = self.fresh_diagnostics()
+        sent: dict[str, list[tuple[int, int]]] = {}
+
+        def send(kind: str, offset_s: float | None = None, **fields) -> None:
+            msg = copy.deepcopy(monitor.last_state)
+            if offset_s is None:                            # a duplicate of the newest state: out of order
+                stamp = msg.header.stamp
+            else:
+                sec, nanosec = split_ns(monitor.node.get_clock().now().nanoseconds + int(offset_s * 1e9))
+                stamp = Time(sec=sec, nanosec=nanosec)
+            msg.header.stamp = stamp
+            for key, value in fields.items():
+                setattr(msg, key, value)
+            monitor.state_pub.publish(msg)
+            if offset_s is not None:
+                sent.setdefault(kind, []).append((stamp.sec, stamp.nanosec))
+            pause = time.monotonic()
+            self.spin_until(lambda: time.monotonic() - pause > 0.03, 5.0, "the probe")
+
+        def send_command_from_the_future() -> None:
+            """A hostile sender's pair: a command an hour ahead goes with the state an hour ahead (the goal is the
+            follower's own position, so the follower's driver, which also listens, holds still)."""
+            sec, nanosec = split_ns(monitor.node.get_clock().now().nanoseconds + 3600 * 10**9)
+            command = JointCommand(name=list(monitor.last_state.name), position=list(monitor.last_state.position))
+            command.header.stamp = Time(sec=sec, nanosec=nanosec)
+            command_pub.publish(command)
+            sent.setdefault("future_command", []).append((sec, nanosec))
+
+        nan5, inf5 = [float("nan")] * 5, [float("inf")] * 5
+        for _ in range(PROBES_PER_KIND):
+            send_command_from_the_future()
+            send("stale_input", -0.5)
+            send("future_stamp", 3600.0)
+            send("future_stamp", 0.3)
+            send("out_of_order")
+            # 5 ms ahead (within the future tolerance): after any real state already sent, so only the values fail
+            send("invalid_input", 0.005, current=nan5)
+            send("invalid_input", 0.005, input_voltage=inf5)
+            send("invalid_input", 0.005, gripper_slide=float("-inf"))
+        real_before = len(monitor.all_estimate_stamps)
+        self.spin_until(lambda: len(monitor.all_estimate_stamps) >= real_before + 50, 10.0,
+                        "estimates of real states after the probes")
+        after = self.fresh_diagnostics()
+        delta = {key: after.count(key) - before.count(key)
+                 for key in ("stale_input", "future_stamp", "out_of_order", "invalid_input")}
+        self.probe_report = (delta, {kind: len(stamps) for kind, stamps in sent.items()},
+                             sum(1 for stamps in sent.values() for s in stamps if s in monitor.all_estimate_stamps))
 
 
 @pytest.mark.system
 @pytest.mark.slow
-def test_trained_estimator_tracks_payload_force_on_the_rig(tmp_path, capsys) -> None:
+def test_trained_estimator_beats_trivial_predictors_live_and_refuses_every_probe(tmp_path, capsys) -> None:
     args: argparse.Namespace = build_parser().parse_args([
         "--out", str(tmp_path / "run"), "--episodes", "2", "--train-steps", str(TRAIN_STEPS),
-        "--live-seconds", "15", "--quick"])
-    demo = Demo(args, tasks=["payload", "free"], payloads="200,300,500",
-                live_phases=(("go_up_stay", LIVE_PAYLOAD_GRAMS),))
+        "--live-seconds", str(LIVE_SECONDS), "--quick"])
+    demo = Demo(args, tasks=TRAIN_TASKS, payloads="200,300,500")
     demo.logs.mkdir(parents=True)
     nad = demo.convert([demo.generate()])
     model = demo.export(demo.train(nad), nad)
-    results = demo.estimate_live(model)
-    score, _data = results[f"go_up_stay_{LIVE_PAYLOAD_GRAMS:g}g"]
+    constant = training_mean_force(nad)
+    phases = LivePhases(demo, model)
+    try:
+        payload = phases.run("go_up_stay", LIVE_PAYLOAD_GRAMS, LIVE_SECONDS, LivePhases.probe_campaign)
+        push = phases.run(PUSH_TASK, 0.0, LIVE_SECONDS, None)
+    finally:
+        phases.close()
+    scores: dict[str, LiveScore] = {}
+    for name, data in (("payload", payload), ("push", push)):
+        np.savez(demo.out / f"live_{name}.npz", **data)          # for a look after a failure
+        scores[name] = score_live(data["estimate_stamps"], data["estimate_force"], data["estimate_contact"],
+                                  data["inference_latency"], data["receive_delay"], data["truth_stamps"],
+                                  data["truth_force"], constant_force=constant)
+    delta, sent, estimated_probes = phases.probe_report
     with capsys.disabled():
-        print("\n" + "\n".join(score.lines()))
-    assert score.matched > 0.9 * score.estimates > 500
-    assert score.force_mae < 0.8 * score.zero_force_mae, "the estimate does not beat always-zero"
-    assert demo.stale_injected > 0
-    assert demo.stale_estimated == 0, "an estimate was published from a stale follower state"
+        print(f"\ntraining-mean force {np.round(constant, 3).tolist()} N; probes sent {sent}, counter deltas {delta}")
+        for name, score in scores.items():
+            print(f"{name}:\n  " + "\n  ".join(score.lines()))
+
+    for name, score in scores.items():
+        assert score.matched > 0.9 * score.estimates > 500, name
+        baseline = min(score.zero_force_mae, score.constant_force_mae)
+        assert score.force_mae < FORCE_MARGIN[name] * baseline, \
+            f"{name}: force MAE {score.force_mae:.3f} N does not beat {FORCE_MARGIN[name]} x {baseline:.3f} N"
+        assert score.contact_accuracy >= score.constant_contact_accuracy + CONTACT_MARGIN[name], \
+            f"{name}: contact accuracy {score.contact_accuracy:.3f}, constant {score.constant_contact_accuracy:.3f}"
+    # Every probe arrived and was refused on its own branch; none became an estimate; real states went on.
+    assert delta["future_stamp"] == sent["future_stamp"] + sent["future_command"] == 3 * PROBES_PER_KIND
+    assert delta["invalid_input"] == sent["invalid_input"] == 3 * PROBES_PER_KIND     # (driver-stale: stale_servo)
+    assert delta["stale_input"] >= sent["stale_input"] == PROBES_PER_KIND
+    assert delta["out_of_order"] == PROBES_PER_KIND      # the duplicates only: no refused stamp poisoned the history
+    assert estimated_probes == 0

@@ -20,6 +20,7 @@ nothing is left running (cleanup in ``finally``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -149,19 +150,21 @@ def feature_stats(frames: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray
 
 
 # ---------------------------------------------------------------- the publisher process
-def publisher_main(frames: dict[str, np.ndarray], rate: float, ticks: int, published, result_queue) -> None:
+def publisher_main(frames: dict[str, np.ndarray], rate: float, ticks: int, published, result_queue,
+                   reliability: str = "reliable") -> None:
     """Publish ``ticks`` JointCommand + ArmState pairs at ``rate``, each stamped at publish time."""
     import rclpy
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rclpy.qos import QoSProfile
 
     from na_description import load_spec
+    from na_estimator.estimator_node import RELIABILITY
     from na_msgs.msg import ArmState, JointCommand
 
     spec = load_spec()
     rclpy.init()
     node = rclpy.create_node("bench_state_publisher")
     try:
-        qos = QoSProfile(depth=QUEUE_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
+        qos = QoSProfile(depth=QUEUE_DEPTH, reliability=RELIABILITY[reliability])
         pub_command = node.create_publisher(JointCommand, COMMAND_TOPIC, qos)
         pub_state = node.create_publisher(ArmState, ARM_TOPIC, qos)
         deadline = time.monotonic() + 30.0
@@ -211,7 +214,7 @@ def publisher_main(frames: dict[str, np.ndarray], rate: float, ticks: int, publi
                 published.value += 1
         span = (stamps[-1] - stamps[0]) * 1e-9 if len(stamps) > 1 else 0.0
         late_ms = np.asarray(lateness or [np.nan]) * 1e3
-        result_queue.put({"published": len(stamps), "skipped": skipped,
+        result_queue.put({"published": len(stamps), "stamps": np.asarray(stamps, dtype=np.int64), "skipped": skipped,
                           "rate_hz": (len(stamps) - 1) / span if span > 0 else float("nan"),
                           "late_p99_ms": float(np.percentile(late_ms, 99)), "late_max_ms": float(late_ms.max())})
     except KeyboardInterrupt:
@@ -226,20 +229,20 @@ def publisher_main(frames: dict[str, np.ndarray], rate: float, ticks: int, publi
 
 
 # ---------------------------------------------------------------- the subscriber process
-def subscriber_main(ready, stop, received, result_queue) -> None:
+def subscriber_main(ready, stop, received, result_queue, executor_kind: str = "events") -> None:
     """Measure publish -> estimate latency until ``stop``; then wait for one more /diagnostics."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
-    from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
+    from na_estimator.estimator_node import make_executor
     from na_msgs.msg import ActuatorEstimate
 
     rclpy.init()
     node = rclpy.create_node("bench_estimate_subscriber")
     latencies: list[int] = []
     inference: list[float] = []
-    stamps: set[int] = set()
+    stamps: list[int] = []
     diagnostics: dict[str, Any] = {"values": None, "received_at": 0.0}
 
     def on_estimate(msg: ActuatorEstimate) -> None:
@@ -247,7 +250,7 @@ def subscriber_main(ready, stop, received, result_queue) -> None:
         stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
         latencies.append(now - stamp)
         inference.append(msg.inference_latency)
-        stamps.add(stamp)
+        stamps.append(stamp)
         with received.get_lock():
             received.value += 1
 
@@ -261,7 +264,7 @@ def subscriber_main(ready, stop, received, result_queue) -> None:
         node.create_subscription(ActuatorEstimate, ESTIMATE_TOPIC, on_estimate,
                                  QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
         node.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, on_diagnostics, 10)
-        executor = SingleThreadedExecutor(context=node.context)
+        executor = make_executor(executor_kind, node.context)
         executor.add_node(node)
         while not stop.is_set():
             executor.spin_once(timeout_sec=0.05)
@@ -272,7 +275,8 @@ def subscriber_main(ready, stop, received, result_queue) -> None:
         while diagnostics["received_at"] < stopped_at and time.monotonic() < stopped_at + 3.0:
             executor.spin_once(timeout_sec=0.05)
         result_queue.put({"latency_ns": np.asarray(latencies, dtype=np.int64),
-                          "inference_s": np.asarray(inference), "unique": len(stamps),
+                          "inference_s": np.asarray(inference), "stamps": np.asarray(stamps, dtype=np.int64),
+                          "unique": len(set(stamps)),
                           "diagnostics": diagnostics["values"] or {},
                           "final_diagnostics": diagnostics["received_at"] >= stopped_at})
     except KeyboardInterrupt:
@@ -331,6 +335,8 @@ def _log_tail(path: Path, lines: int = 15) -> str:
 
 
 def prepare_model(args, frames: dict[str, np.ndarray], work: Path) -> tuple[Path, str]:
+    """``--model``, or the paper-sized network with random weights exported by ``na-train export``'s code:
+    normalised with statistics of the replayed frames, the variant chosen on windows of those frames."""
     if args.model:
         if not args.model.is_file():
             raise FileNotFoundError(f"model file not found: {args.model}")
@@ -338,11 +344,93 @@ def prepare_model(args, frames: dict[str, np.ndarray], work: Path) -> tuple[Path
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_model_latency import export_paper_network
 
+    from na_estimator.features import history_windows
+
     log("exporting the paper-sized network (random weights, normalised on the replayed frames) ...")
     start = time.perf_counter()
-    _, report = export_paper_network(work, stats=feature_stats(frames), int8=False)
-    log(f"  exported in {time.perf_counter() - start:.1f} s")
-    return report.path, "paper-sized NeuralActuator, random weights (fp32 ONNX)"
+    mean, std = feature_stats(frames)
+    windows = history_windows(replayed_features(frames), mean)[:: max(1, len(frames["position"]) // 512)]
+    _, report = export_paper_network(work, stats=(mean, std), check_windows=windows)
+    log(f"  exported in {time.perf_counter() - start:.1f} s ({report.variant})")
+    return report.path, f"paper-sized NeuralActuator, random weights ({report.variant} ONNX)"
+
+
+def replayed_features(frames: dict[str, np.ndarray]) -> np.ndarray:
+    from na_description import load_spec
+    from na_estimator.features import compute_features
+
+    spec = load_spec()
+    return np.asarray(compute_features(frames["command"], frames["position"][:, : spec.n_arm], frames["gripper_slide"],
+                                       frames["current"], frames["velocity"], frames["input_voltage"],
+                                       frames["temperature"], spec=spec))
+
+
+@dataclass
+class Config:
+    executor: str
+    reliability: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.executor} executor, {self.reliability} QoS"
+
+
+def run_config(args, config: Config, frames: dict[str, np.ndarray], model_path: Path, work: Path,
+               ticks: int) -> tuple[dict, dict]:
+    """One replay against a fresh estimator process; returns the publisher's and the subscriber's results."""
+    context = mp.get_context("spawn")
+    processes = Processes()
+    estimator_log = work / f"estimator_{config.executor}_{config.reliability}.log"
+    try:
+        results = context.Queue()
+        ready, stop = context.Event(), context.Event()
+        published, received = context.Value("q", 0), context.Value("q", 0)
+        with estimator_log.open("w") as handle:
+            processes.estimator = subprocess.Popen(
+                [str(args.estimator), "--ros-args", "-p", f"model_path:={model_path}",
+                 "-p", f"intra_op_threads:={args.threads}", "-p", f"executor:={config.executor}",
+                 "-p", f"input_reliability:={config.reliability}"],
+                stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+        processes.subscriber = context.Process(target=subscriber_main,
+                                               args=(ready, stop, received, results, args.subscriber_executor),
+                                               name="bench-subscriber")
+        processes.subscriber.start()
+        log(f"[{config.label}] waiting for the estimator (domain {args.domain_id}) ...")
+        deadline = time.monotonic() + args.startup_timeout
+        while not ready.wait(0.2):
+            if processes.estimator.poll() is not None:
+                raise RuntimeError(f"the estimator exited with code {processes.estimator.returncode}:\n"
+                                   f"{_log_tail(estimator_log)}")
+            if not processes.subscriber.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the estimator did not come up within {args.startup_timeout:.0f} s:\n"
+                                   f"{_log_tail(estimator_log)}")
+        processes.publisher = context.Process(target=publisher_main,
+                                              args=(frames, args.rate, ticks, published, results, config.reliability),
+                                              name="bench-publisher")
+        processes.publisher.start()
+        log(f"[{config.label}] replaying {ticks} states at {args.rate:g} Hz for {args.seconds:g} s ...")
+        next_report = time.monotonic() + 10.0
+        while processes.publisher.is_alive():
+            processes.publisher.join(0.5)
+            if time.monotonic() >= next_report:
+                next_report += 10.0
+                log(f"  published {published.value}/{ticks} states, received {received.value} estimates")
+        publisher_result = _get(results, processes.publisher, "publisher", 5.0)
+        if "error" in publisher_result:
+            raise RuntimeError(publisher_result["error"])
+        # Drain: wait until the estimates stop arriving (at most 5 s).
+        drain_end, last, last_change = time.monotonic() + 5.0, -1, time.monotonic()
+        while time.monotonic() < drain_end and received.value < publisher_result["published"]:
+            if received.value != last:
+                last, last_change = received.value, time.monotonic()
+            elif time.monotonic() - last_change > 1.0:
+                break
+            time.sleep(0.05)
+        stop.set()
+        subscriber_result = _get(results, processes.subscriber, "subscriber", 10.0)
+    finally:
+        processes.stop_all()
+    return publisher_result, subscriber_result
 
 
 def run(args: argparse.Namespace) -> str:
@@ -359,109 +447,115 @@ def run(args: argparse.Namespace) -> str:
         source = "synthetic teleoperation-like motion"
     if args.estimator is None or not args.estimator.is_file():
         raise FileNotFoundError(f"estimator executable not found: {args.estimator} (run ./scripts/bootstrap.sh)")
-    context = mp.get_context("spawn")
-    processes = Processes()
+    configs = [Config(e, r) for e in args.executor.split(",") for r in args.reliability.split(",")]
+    reports = []
     with tempfile.TemporaryDirectory(prefix="na_bench_dds_") as tmp:
         work = Path(tmp)
         model_path, model_text = prepare_model(args, frames, work)
-        estimator_log = work / "estimator.log"
-        try:
-            results = context.Queue()
-            ready, stop = context.Event(), context.Event()
-            published, received = context.Value("q", 0), context.Value("q", 0)
-            with estimator_log.open("w") as handle:
-                processes.estimator = subprocess.Popen(
-                    [str(args.estimator), "--ros-args", "-p", f"model_path:={model_path}",
-                     "-p", f"intra_op_threads:={args.threads}"],
-                    stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-            processes.subscriber = context.Process(target=subscriber_main, args=(ready, stop, received, results),
-                                                   name="bench-subscriber")
-            processes.subscriber.start()
-            log(f"waiting for the estimator (domain {args.domain_id}) ...")
-            deadline = time.monotonic() + args.startup_timeout
-            while not ready.wait(0.2):
-                if processes.estimator.poll() is not None:
-                    raise RuntimeError(f"the estimator exited with code {processes.estimator.returncode}:\n"
-                                       f"{_log_tail(estimator_log)}")
-                if not processes.subscriber.is_alive() or time.monotonic() > deadline:
-                    raise RuntimeError(f"the estimator did not come up within {args.startup_timeout:.0f} s:\n"
-                                       f"{_log_tail(estimator_log)}")
-            processes.publisher = context.Process(target=publisher_main,
-                                                  args=(frames, args.rate, ticks, published, results),
-                                                  name="bench-publisher")
-            processes.publisher.start()
-            log(f"replaying {ticks} states at {args.rate:g} Hz for {args.seconds:g} s ...")
-            next_report = time.monotonic() + 10.0
-            while processes.publisher.is_alive():
-                processes.publisher.join(0.5)
-                if time.monotonic() >= next_report:
-                    next_report += 10.0
-                    log(f"  published {published.value}/{ticks} states, received {received.value} estimates")
-            publisher_result = _get(results, processes.publisher, "publisher", 5.0)
-            if "error" in publisher_result:
-                raise RuntimeError(publisher_result["error"])
-            # Drain: wait until the estimates stop arriving (at most 5 s).
-            drain_end, last, last_change = time.monotonic() + 5.0, -1, time.monotonic()
-            while time.monotonic() < drain_end and received.value < publisher_result["published"]:
-                if received.value != last:
-                    last, last_change = received.value, time.monotonic()
-                elif time.monotonic() - last_change > 1.0:
-                    break
-                time.sleep(0.05)
-            stop.set()
-            subscriber_result = _get(results, processes.subscriber, "subscriber", 10.0)
-        finally:
-            processes.stop_all()
-    return format_report(args, source, model_text, publisher_result, subscriber_result)
+        for config in configs:
+            publisher, subscriber = run_config(args, config, frames, model_path, work, ticks)
+            reports.append(Result(config, publisher, subscriber))
+            log(reports[-1].summary())
+    return format_report(args, source, model_text, reports)
 
 
-def format_report(args, source: str, model_text: str, publisher: dict, subscriber: dict) -> str:
-    latency_ms = subscriber["latency_ns"] * 1e-6
-    inference_ms = subscriber["inference_s"] * 1e3
-    diagnostics = subscriber["diagnostics"]
-    published = publisher["published"]
-    lost = published - subscriber["unique"]
+REFUSALS = ("stale_input", "future_stamp", "out_of_order", "invalid_input", "stale_servo", "bad_names", "no_command",
+            "invalid_output")
 
-    def row(label: str, values: np.ndarray) -> str:
-        if not len(values):
-            return f"{label:<44}{'(no samples)':>12}"
-        return (f"{label:<44}{np.percentile(values, 50):>9.2f}{np.percentile(values, 99):>9.2f}"
-                f"{values.max():>9.2f}{values.mean():>9.2f}{len(values):>9}")
 
-    refusals = ("stale_input", "invalid_input", "out_of_order", "no_command", "invalid_output")
-    refused = ", ".join(f"{k} {diagnostics.get(k, '?')}" for k in refusals)
-    try:
-        handled = int(diagnostics["estimates"]) + sum(int(diagnostics[k]) for k in refusals)
-        undelivered = f"{published - handled}"
-    except (KeyError, ValueError):
-        undelivered = "? (no estimator counters)"
-    header = f"{'':<44}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'mean ms':>9}{'n':>9}"
+@dataclass
+class Result:
+    config: Config
+    publisher: dict
+    subscriber: dict
+
+    def latencies_ms(self) -> tuple[np.ndarray, np.ndarray]:
+        """(every published state's latency, inf where no estimate came back; the delivered ones only)."""
+        published = self.publisher["stamps"]
+        received = dict(zip(self.subscriber["stamps"].tolist(), self.subscriber["latency_ns"].tolist(), strict=True))
+        every = np.array([received.get(stamp, np.inf) for stamp in published.tolist()], dtype=float) * 1e-6
+        return every, every[np.isfinite(every)]
+
+    def counts(self) -> dict[str, Any]:
+        diagnostics = self.subscriber["diagnostics"]
+        published = self.publisher["published"]
+        _, delivered = self.latencies_ms()
+        refused = {k: int(diagnostics[k]) for k in REFUSALS if k in diagnostics}
+        return {"published": published, "estimated": len(delivered), "refused": refused,
+                "refused_total": sum(refused.values()),
+                "lost": published - len(delivered) - sum(refused.values()),
+                "estimator_counted": int(diagnostics.get("estimates", -1))}
+
+    def summary(self) -> str:
+        every, _ = self.latencies_ms()
+        c = self.counts()
+        p50, p99 = (np.percentile(every, q, method="inverted_cdf") for q in (50, 99))
+        return (f"[{self.config.label}] p50 {p50:.2f} ms, p99 {p99:.2f} ms "
+                f"over all {c['published']} published ({c['estimated']} estimated, {c['refused_total']} refused, "
+                f"{c['lost']} lost)")
+
+
+def format_report(args, source: str, model_text: str, results: list[Result]) -> str:
+    def pct(values: np.ndarray, q: float) -> str:
+        # an observed value (no interpolation), so an infinitely late state shows as inf, not nan
+        return f"{np.percentile(values, q, method='inverted_cdf'):.2f}" if len(values) else "n/a"
+
+    header = (f"{'configuration':<40}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}   "
+              f"{'published':>9}{'estimated':>10}{'refused':>8}{'lost':>6}   {'delivered p50/p99 ms':>21}"
+              f"   {'inference p50/p99 ms':>21}")
     lines = [
-        f"End-to-end through DDS ({os.environ.get('RMW_IMPLEMENTATION')}, domain {args.domain_id}, localhost), "
-        f"{args.seconds:g} s at {args.rate:g} Hz; three processes on this machine",
+        f"End-to-end through DDS ({os.environ.get('RMW_IMPLEMENTATION')}, domain {args.domain_id}, localhost): "
+        f"ArmState publish -> /estimator/estimate received, {args.seconds:g} s at {args.rate:g} Hz per "
+        f"configuration; publisher, estimator and subscriber are three processes on this machine",
         f"states: {source}",
-        f"model: {model_text}; ONNX Runtime intra-op threads {args.threads}",
-        f"machine: {os.cpu_count()} logical CPUs, load average "
-        f"{', '.join(f'{v:.2f}' for v in os.getloadavg())} (shared machine: figures are indicative)",
+        f"model: {model_text}; ONNX Runtime intra-op threads {args.threads}; subscriber executor "
+        f"{args.subscriber_executor}",
+        f"machine: {machine_line()}",
+        "percentiles over EVERY published state: a state without an estimate (refused or lost) counts as "
+        "infinitely late (inf), so refusals and losses show in the tail instead of being left out",
         "",
         header,
         "-" * len(header),
-        row("ArmState publish -> /estimator/estimate", latency_ms),
-        row("  of which inference (ActuatorEstimate)", inference_ms),
-        "",
-        f"published states         {published} (mean rate {publisher['rate_hz']:.2f} Hz; {publisher['skipped']} slots "
-        f"skipped while the publisher was stalled; tick lateness p99 {publisher['late_p99_ms']:.2f} ms, "
-        f"max {publisher['late_max_ms']:.2f} ms)",
-        f"estimates received       {subscriber['unique']} distinct ({len(latency_ms)} messages); lost {lost} "
-        f"({100.0 * lost / max(published, 1):.2f} %)",
-        f"estimator /diagnostics   estimates {diagnostics.get('estimates', '?')}; refused: {refused}; "
-        f"window resets {diagnostics.get('window_resets', '?')}; provider {diagnostics.get('provider', '?')}; "
-        f"inference p50/p99 {diagnostics.get('latency_p50_ms', '?')}/{diagnostics.get('latency_p99_ms', '?')} ms"
-        + ("" if subscriber["final_diagnostics"] else " (no /diagnostics after the run: counters may be short)"),
-        f"never reached the core   {undelivered} states (published - estimates - refusals: overwritten in the "
-        f"estimator's depth-{QUEUE_DEPTH} keep-last queue while it was stalled, or lost in transport)",
     ]
+    for result in results:
+        every, delivered = result.latencies_ms()
+        c = result.counts()
+        inference = result.subscriber["inference_s"] * 1e3
+        lines.append(f"{result.config.label:<40}{pct(every, 50):>8}{pct(every, 99):>8}{pct(every, 100):>8}   "
+                     f"{c['published']:>9}{c['estimated']:>10}{c['refused_total']:>8}{c['lost']:>6}   "
+                     f"{pct(delivered, 50) + ' / ' + pct(delivered, 99):>21}   "
+                     f"{pct(inference, 50) + ' / ' + pct(inference, 99):>21}")
+    lines.append("")
+    for result in results:
+        c, publisher = result.counts(), result.publisher
+        refused = ", ".join(f"{k} {v}" for k, v in c["refused"].items()) or "? (no estimator counters)"
+        lines.append(f"{result.config.label}: refused by reason: {refused}; the estimator counted "
+                     f"{c['estimator_counted']} estimates; publisher mean rate {publisher['rate_hz']:.2f} Hz, "
+                     f"{publisher['skipped']} slots skipped while it was stalled, tick lateness p99 "
+                     f"{publisher['late_p99_ms']:.2f} ms"
+                     + ("" if result.subscriber["final_diagnostics"] else
+                        " (no /diagnostics after the run: counters may be short)"))
+    lines.append("lost = published - estimated - refused: overwritten in a depth-10 queue while a process was "
+                 "stalled, or lost in transport")
+    lines.append("")
+    lines.append("inside the estimator (its /diagnostics, estimated-on states): stamp -> callback (transport and "
+                 "executor in), callback -> estimate published (conversion, features, window, inference, message)")
+    for result in results:
+        d = result.subscriber["diagnostics"]
+        lines.append(f"  {result.config.label:<40} stamp->callback p50/p99 {d.get('arrival_p50_ms', '?')}/"
+                     f"{d.get('arrival_p99_ms', '?')} ms; callback->published {d.get('handling_p50_ms', '?')}/"
+                     f"{d.get('handling_p99_ms', '?')} ms; inference {d.get('latency_p50_ms', '?')}/"
+                     f"{d.get('latency_p99_ms', '?')} ms")
     return "\n".join(lines)
+
+
+def machine_line() -> str:
+    cpu = "unknown CPU"
+    with contextlib.suppress(OSError, StopIteration):
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    return f"{cpu}, {os.cpu_count()} logical CPUs, load average {load} (1/5/15 min)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -478,6 +572,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "na-record), to replay instead of synthetic motion")
     parser.add_argument("--model", type=Path, help="exported ONNX model (default: paper-sized, random weights)")
     parser.add_argument("--threads", type=int, default=1, help="the estimator's intra_op_threads (default 1)")
+    parser.add_argument("--executor", default="events",
+                        help="the estimator's executor parameter; a comma list runs each (events,single_threaded)")
+    parser.add_argument("--reliability", default="reliable",
+                        help="QoS reliability of the replayed topics and the estimator's inputs; a comma list runs "
+                             "each (reliable,best_effort)")
+    parser.add_argument("--subscriber-executor", default="events", choices=("events", "single_threaded"),
+                        help="executor of the measuring subscriber (default events)")
     parser.add_argument("--estimator", type=Path, default=DEFAULT_ESTIMATOR,
                         help=f"estimator executable (default: {DEFAULT_ESTIMATOR})")
     parser.add_argument("--domain-id", type=int, default=101 + os.getpid() % 100,

@@ -20,6 +20,9 @@ OUTPUT_NAMES = ("torque_surrogate", "force_raw", "contact_prob", "force", "condi
 METADATA_KEYS = ("schema_version", "feature_names", "feature_units", "feature_mean", "feature_std", "history_length",
                  "joint_names", "effort_bounds", "training_config", "dataset_id", "robot", "parameter_count",
                  "checkpoint_step", "outputs")
+# Written by the exporter's variant choice (optional for the estimator): which inference variant this file is
+# (fp32, int8-dynamic, int8-static), every candidate's check against JAX and timing, the graph passes applied.
+VARIANT_KEYS = ("inference_variant", "variant_checks", "graph_passes")
 REQUIRED_KEYS = ("schema_version", "feature_names", "feature_mean", "history_length", "joint_names",
                  "effort_bounds")
 

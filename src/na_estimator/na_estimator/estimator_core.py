@@ -2,8 +2,11 @@
 hysteresis and statistics. The node only converts messages to and from this core.
 
 Inputs arrive as their messages carry them: arrays named by ``name``, in any order. They are put in
-spec order through :meth:`na_description.RobotSpec.reorder`; an input whose names are unknown, missing
-or duplicated, or whose arrays have another length than the names, is counted and never estimated on.
+spec order through the spec's name -> index mapping (:meth:`na_description.RobotSpec.index_of`, remembered
+per name list); an input whose names are unknown, missing or duplicated, or whose arrays have another
+length than the names, is counted and never estimated on. Stamps are checked against the node's clock
+(too old: ``stale_input``; too far ahead: ``future_stamp``) before they are compared with the newest
+estimated-on stamp (``out_of_order``), so that no refused state can become the newest stamp.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ VOLTAGE_RANGE_V = (5.0, 20.0)      # V; the XM430 runs on 10-14.8 V, Min/Max Vol
 TEMPERATURE_RANGE_C = (-20.0, 120.0)
 VELOCITY_LIMIT_RAD_S = 30.0        # rad/s; far above the 46 rpm (4.8 rad/s) no-load speed
 POSITION_MARGIN_RAD = 0.5          # rad beyond the spec's joint limits
+MAX_REMEMBERED_ORDERS = 8          # name lists whose spec-order index is kept (a driver sends one)
 
 
 @dataclass
@@ -63,9 +67,11 @@ class Estimate:
 class Counters:
     estimates: int = 0
     bad_names: int = 0             # names unknown, missing or duplicated, or arrays of another length
-    invalid_input: int = 0         # NaN/inf or out-of-range values, or driver-marked stale servos
+    invalid_input: int = 0         # NaN/inf or out-of-range values (ArmState or JointCommand)
+    stale_servo: int = 0           # servos the driver marked stale (no fresh reading this cycle)
     stale_input: int = 0           # ArmState older than the stale timeout when it arrived
-    out_of_order: int = 0          # stamp not after the previous one
+    future_stamp: int = 0          # ArmState stamped later than the node's clock plus the future tolerance
+    out_of_order: int = 0          # stamp not after the previous estimated-on state
     no_command: int = 0            # no (fresh) JointCommand for the goal features yet
     window_resets: int = 0         # gaps that restarted the history window
     invalid_output: int = 0        # the model produced NaN/inf
@@ -112,10 +118,13 @@ class EstimatorCore:
     """Strictly causal, event-driven: one estimate per valid follower state, none from bad input."""
 
     def __init__(self, model: OnnxActuatorModel, spec: RobotSpec, *, stale_timeout: float = 0.1,
-                 command_timeout: float = 0.5, max_gap: float = 0.1, contact_on: float = 0.6,
-                 contact_off: float = 0.4) -> None:
+                 future_tolerance: float = 0.02, command_timeout: float = 0.5, max_gap: float = 0.1,
+                 contact_on: float = 0.6, contact_off: float = 0.4) -> None:
+        if not future_tolerance >= 0.0:
+            raise ValueError(f"future_tolerance must be >= 0 s, got {future_tolerance}")
         self.spec = spec
         self.stale_timeout = stale_timeout
+        self.future_tolerance = future_tolerance
         self.command_timeout = command_timeout
         self.max_gap = max_gap
         self.contact = ContactHysteresis(contact_on, contact_off)
@@ -125,24 +134,44 @@ class EstimatorCore:
         self._command: np.ndarray | None = None
         self._command_stamp = -math.inf
         self._last_stamp = -math.inf
+        self._orders: dict[tuple[str, ...], np.ndarray | None] = {}
+        # Plausible ranges, one row per array of ArmInput.ARRAYS (position, velocity, current, voltage, temperature).
         lower, upper = spec.servo_angle_limits()
-        self._position_bounds = (lower - POSITION_MARGIN_RAD, upper + POSITION_MARGIN_RAD)
+        n = spec.n_motors
+        self._lower = np.stack([lower - POSITION_MARGIN_RAD, np.full(n, -VELOCITY_LIMIT_RAD_S),
+                                np.full(n, -CURRENT_LIMIT_A), np.full(n, VOLTAGE_RANGE_V[0]),
+                                np.full(n, TEMPERATURE_RANGE_C[0])])
+        self._upper = np.stack([upper + POSITION_MARGIN_RAD, np.full(n, VELOCITY_LIMIT_RAD_S),
+                                np.full(n, CURRENT_LIMIT_A), np.full(n, VOLTAGE_RANGE_V[1]),
+                                np.full(n, TEMPERATURE_RANGE_C[1])])
         self.set_model(model)
 
     def set_model(self, model: OnnxActuatorModel) -> None:
-        """Use ``model`` from now on (its contract was checked when it loaded); restarts the window."""
+        """Use ``model`` from now on (its contract was checked when it loaded); restarts the window and the
+        stamp history (the next fresh state is estimated on whatever was stamped before)."""
         self.model = model
         self.window = HistoryWindow(model.contract.feature_mean, model.contract.history_length, self.max_gap)
         self.contact.state = False
+        self._last_stamp = -math.inf
 
     def _refuse(self, counter: str, reason: str) -> None:
         setattr(self.counters, counter, getattr(self.counters, counter) + 1)
         self.last_refusal = reason
 
-    def on_command(self, stamp: float, position: np.ndarray, names: Sequence[str]) -> bool:
-        """The goal the follower tracks (JointCommand: positions named by ``names``); False when refused."""
+    def on_command(self, stamp: float, position: np.ndarray, names: Sequence[str], now: float | None = None) -> bool:
+        """The goal the follower tracks (JointCommand: positions named by ``names``); False when refused. With the
+        node's clock ``now``, a command stamped more than the future tolerance ahead is refused (future_stamp):
+        it would stay "fresh" for the command timeout and stand in for the real commands' goals."""
+        if now is not None and stamp - now > self.future_tolerance:
+            self._refuse("future_stamp", f"JointCommand stamped {stamp - now:.3f} s ahead of this node's clock "
+                                         f"(future_tolerance {self.future_tolerance} s)")
+            return False
         try:
-            position = self.spec.reorder(names, np.asarray(position, dtype=float), "JointCommand position")
+            position = np.asarray(position, dtype=float)
+            if position.shape != (len(names),):
+                raise JointNameError(f"JointCommand position has {position.size} values for {len(names)} joint names")
+            order = self._order(names)
+            position = position if order is None else position[order]
         except JointNameError as exc:
             self._refuse("bad_names", f"JointCommand: {exc}")
             return False
@@ -152,50 +181,71 @@ class EstimatorCore:
         self._command, self._command_stamp = position, stamp
         return True
 
+    def _order(self, names: Sequence[str]) -> np.ndarray | None:
+        """The index putting arrays named ``names`` into spec order (None: they are in spec order already);
+        raises JointNameError. Remembered per name list: a driver sends the same names every time."""
+        key = tuple(names)
+        if key in self._orders:
+            return self._orders[key]
+        index = self.spec.index_of(key)
+        order = None if np.array_equal(index, np.arange(len(index))) else index
+        if len(self._orders) < MAX_REMEMBERED_ORDERS:
+            self._orders[key] = order
+        return order
+
     def _in_spec_order(self, arm: ArmInput) -> ArmInput | None:
         """``arm`` with its arrays in spec order, or None (counted, with the reason) when its names do not fit."""
+        n_names = len(arm.names)
+        arrays: dict[str, np.ndarray] = {}
         try:
-            arrays = {f: self.spec.reorder(arm.names, np.asarray(getattr(arm, f), dtype=float), f)
-                      for f in ArmInput.ARRAYS}
-            stale = None if arm.stale is None or not len(arm.stale) else \
-                self.spec.reorder(arm.names, np.asarray(arm.stale, dtype=bool), "stale")
+            order = None
+            for k, name in enumerate((*ArmInput.ARRAYS, "stale")):
+                value = getattr(arm, name)
+                if name == "stale" and (value is None or not len(value)):
+                    arrays[name] = None
+                    continue
+                value = np.asarray(value, dtype=bool if name == "stale" else float)
+                if value.shape != (n_names,):
+                    raise JointNameError(f"{name} has {value.size} values for {n_names} joint names")
+                if k == 0:
+                    order = self._order(arm.names)
+                arrays[name] = value if order is None else value[order]
         except JointNameError as exc:
             self._refuse("bad_names", f"ArmState: {exc}")
             return None
-        return ArmInput(stamp=arm.stamp, names=self.spec.joint_names, gripper_slide=arm.gripper_slide, stale=stale,
-                        **arrays)
+        return ArmInput(stamp=arm.stamp, names=self.spec.joint_names, gripper_slide=arm.gripper_slide, **arrays)
 
     def _valid(self, arm: ArmInput) -> bool:
-        n = self.spec.n_motors
-        arrays = (arm.position, arm.velocity, arm.current, arm.input_voltage, arm.temperature)
-        if any(np.shape(a) != (n,) for a in arrays):
+        values = np.stack([arm.position, arm.velocity, arm.current, arm.input_voltage, arm.temperature])
+        if values.shape != self._lower.shape or not math.isfinite(arm.gripper_slide):
             return False
-        if not all(np.all(np.isfinite(a)) for a in arrays) or not math.isfinite(arm.gripper_slide):
-            return False
-        if arm.stale is not None and np.any(arm.stale):
-            return False
-        low, high = self._position_bounds
-        return bool(np.all((arm.position >= low) & (arm.position <= high))
-                    and np.all(np.abs(arm.current) <= CURRENT_LIMIT_A)
-                    and np.all(np.abs(arm.velocity) <= VELOCITY_LIMIT_RAD_S)
-                    and np.all((arm.input_voltage >= VOLTAGE_RANGE_V[0]) & (arm.input_voltage <= VOLTAGE_RANGE_V[1]))
-                    and np.all((arm.temperature >= TEMPERATURE_RANGE_C[0])
-                               & (arm.temperature <= TEMPERATURE_RANGE_C[1])))
+        # NaN fails both comparisons, and inf is beyond every bound.
+        return bool(np.all((values >= self._lower) & (values <= self._upper)))
 
     def on_arm_state(self, arm: ArmInput, now: float) -> Estimate | None:
         """An estimate for this state, or None (and a counter) when it must not be estimated on."""
         arm = self._in_spec_order(arm)
         if arm is None:
             return None
-        if arm.stamp <= self._last_stamp:
-            self._refuse("out_of_order", "ArmState stamped at or before the previous one")
+        # Stamps are checked against the clock before the history: a state from the future must never
+        # become the latest stamp, or every real state after it would be refused as out of order.
+        if arm.stamp - now > self.future_tolerance:
+            self._refuse("future_stamp", f"ArmState stamped {arm.stamp - now:.3f} s ahead of this node's clock "
+                                         f"(future_tolerance {self.future_tolerance} s)")
             return None
         if now - arm.stamp > self.stale_timeout:
             self._refuse("stale_input", f"ArmState {now - arm.stamp:.3f} s old on arrival "
                                         f"(stale_timeout {self.stale_timeout} s)")
             return None
+        if arm.stamp <= self._last_stamp:
+            self._refuse("out_of_order", "ArmState stamped at or before the previous one")
+            return None
         if not self._valid(arm):
-            self._refuse("invalid_input", "ArmState values non-finite, out of range or marked stale by the driver")
+            self._refuse("invalid_input", "ArmState values non-finite or out of range")
+            return None
+        if arm.stale is not None and np.any(arm.stale):
+            stale = [name for name, flag in zip(self.spec.joint_names, arm.stale, strict=True) if flag]
+            self._refuse("stale_servo", f"ArmState: the driver marked {stale} stale")
             return None
         if self._command is None or arm.stamp - self._command_stamp > self.command_timeout:
             self._refuse("no_command", f"no JointCommand within command_timeout {self.command_timeout} s")

@@ -3,7 +3,10 @@ force, contact, condition, torque surrogate, the combined estimate, an RViz arro
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -16,11 +19,18 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker
 
 from na_common import topics
-from na_common.ros_node import declare_and_read, diagnostic_array, diagnostic_status, run_node, usage
+from na_common.ros_node import (
+    ParameterError,
+    declare_and_read,
+    diagnostic_array,
+    diagnostic_status,
+    run_node,
+    usage,
+)
 from na_common.stamps import stamp_seconds
 from na_description import load_spec
 from na_description.model import Kinematics
-from na_estimator.estimator_core import ArmInput, Estimate, EstimatorCore
+from na_estimator.estimator_core import ArmInput, Estimate, EstimatorCore, LatencyStats
 from na_estimator.onnx_model import DEFAULT_PROVIDERS, ModelLoadError, OnnxActuatorModel
 from na_msgs.msg import ActuatorEstimate, ArmState, Contact, JointCommand, MotorCondition
 
@@ -33,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "arm_state_topic": topics.FOLLOWER_ARM_STATE,
     "command_topic": topics.FOLLOWER_COMMAND,
     "stale_timeout": 0.1,
+    "future_tolerance": 0.02,
     "command_timeout": 0.5,
     "max_gap": 0.1,
     "contact_threshold_on": 0.6,
@@ -41,6 +52,8 @@ DEFAULTS: dict[str, Any] = {
     "publish_marker": True,
     "publish_split_topics": True,
     "diagnostics_period": 1.0,
+    "executor": "events",
+    "input_reliability": "reliable",
 }
 DESCRIPTIONS = {
     "model_path": "ONNX model exported by `na-train export` (required)",
@@ -49,6 +62,7 @@ DESCRIPTIONS = {
     "arm_state_topic": "follower ArmState input",
     "command_topic": "follower JointCommand input (goal features)",
     "stale_timeout": "s; an ArmState older than this on arrival is not estimated on",
+    "future_tolerance": "s; an ArmState stamped further than this ahead of the node's clock is not estimated on",
     "command_timeout": "s; the latest JointCommand must be at most this old",
     "max_gap": "s; a gap between states longer than this restarts the history window",
     "contact_threshold_on": "contact probability above which contact starts",
@@ -57,7 +71,11 @@ DESCRIPTIONS = {
     "publish_marker": "publish the RViz force arrow",
     "publish_split_topics": "publish force/contact/condition/torque topics besides the combined estimate",
     "diagnostics_period": "s between /diagnostics messages",
+    "executor": "events (rclpy's EventsExecutor, lower latency; falls back when rclpy lacks it) or single_threaded",
+    "input_reliability": "QoS reliability of the ArmState and JointCommand subscriptions: reliable or best_effort",
 }
+EXECUTORS = ("events", "single_threaded")
+RELIABILITY = {"reliable": ReliabilityPolicy.RELIABLE, "best_effort": ReliabilityPolicy.BEST_EFFORT}
 
 
 class EstimatorNode(Node):
@@ -67,14 +85,26 @@ class EstimatorNode(Node):
         self.model_path, self.providers, self.threads = p["model_path"], p["providers"], p["intra_op_threads"]
         self.frame_id, self.publish_marker = p["frame_id"], p["publish_marker"]
         self.publish_split = p["publish_split_topics"]
+        if p["executor"] not in EXECUTORS:
+            raise ParameterError(f"executor must be one of {', '.join(EXECUTORS)}, got {p['executor']!r}")
+        if p["input_reliability"] not in RELIABILITY:
+            raise ParameterError(f"input_reliability must be one of {', '.join(RELIABILITY)}, "
+                                 f"got {p['input_reliability']!r}")
+        if not p["future_tolerance"] >= 0.0:
+            raise ParameterError(f"future_tolerance must be >= 0 s, got {p['future_tolerance']}")
+        self.executor_kind = p["executor"]
 
         self.spec = load_spec()
         self._kinematics = Kinematics(self.spec)
         model = self._load_model(self.model_path)
         self.core = EstimatorCore(model, self.spec, stale_timeout=p["stale_timeout"],
+                                  future_tolerance=p["future_tolerance"],
                                   command_timeout=p["command_timeout"], max_gap=p["max_gap"],
                                   contact_on=p["contact_threshold_on"], contact_off=p["contact_threshold_off"])
-        self.get_logger().info(f"loaded {self.model_path}: {model.provider.describe()}")
+        self.get_logger().info(f"loaded {self.model_path} ({model.variant}): {model.provider.describe()}")
+        # Of the estimated-on states: stamp -> callback (transport and executor), callback -> estimate published.
+        self.arrival, self.handling = LatencyStats(), LatencyStats()
+        self._estimate_msg = ActuatorEstimate(name=self.spec.joint_names)
 
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.pub_estimate = self.create_publisher(ActuatorEstimate, topics.ESTIMATE, qos)
@@ -84,8 +114,9 @@ class EstimatorNode(Node):
         self.pub_torque = self.create_publisher(JointState, topics.ESTIMATED_TORQUE, qos)
         self.pub_marker = self.create_publisher(Marker, topics.ESTIMATE_MARKER, qos)
         self.pub_diagnostics = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
-        self.create_subscription(JointCommand, p["command_topic"], self._on_command, qos)
-        self.create_subscription(ArmState, p["arm_state_topic"], self._on_arm_state, qos)
+        inputs = QoSProfile(depth=10, reliability=RELIABILITY[p["input_reliability"]])
+        self.create_subscription(JointCommand, p["command_topic"], self._on_command, inputs)
+        self.create_subscription(ArmState, p["arm_state_topic"], self._on_arm_state, inputs)
         self.create_service(Trigger, "~/reload", self._on_reload)
         self.create_timer(p["diagnostics_period"], self._publish_diagnostics)
 
@@ -95,40 +126,57 @@ class EstimatorNode(Node):
         return OnnxActuatorModel(path, self.spec, providers=list(self.providers), intra_op_threads=self.threads)
 
     def _on_command(self, msg: JointCommand) -> None:
-        self.core.on_command(stamp_seconds(msg.header.stamp), np.asarray(msg.position), list(msg.name))
+        self.core.on_command(stamp_seconds(msg.header.stamp), np.asarray(msg.position), list(msg.name),
+                             self.get_clock().now().nanoseconds * 1e-9)
 
     def _on_arm_state(self, msg: ArmState) -> None:
+        with self._unless_shut_down():
+            self._estimate(msg)
+
+    def _estimate(self, msg: ArmState) -> None:
+        entered = time.perf_counter()
+        now = self.get_clock().now().nanoseconds * 1e-9
+        stamp = stamp_seconds(msg.header.stamp)
         arm = ArmInput(
-            stamp=stamp_seconds(msg.header.stamp), names=list(msg.name),
-            position=np.asarray(msg.position), gripper_slide=float(msg.gripper_slide),
+            stamp=stamp, names=msg.name, position=np.asarray(msg.position), gripper_slide=float(msg.gripper_slide),
             velocity=np.asarray(msg.velocity), current=np.asarray(msg.current),
             input_voltage=np.asarray(msg.input_voltage), temperature=np.asarray(msg.temperature),
             stale=np.asarray(msg.stale, dtype=bool) if len(msg.stale) else None,
         )
-        estimate = self.core.on_arm_state(arm, self.get_clock().now().nanoseconds * 1e-9)
+        estimate = self.core.on_arm_state(arm, now)
         if estimate is not None:
-            self._publish(msg, estimate)
+            self._publish(msg, estimate, entered)
+            self.arrival.add(now - stamp)
 
-    def _publish(self, state: ArmState, est: Estimate) -> None:
+    def _publish(self, state: ArmState, est: Estimate, entered: float) -> None:
         header = state.header
         header.frame_id = self.frame_id
         names = self.spec.joint_names
-        out = ActuatorEstimate(header=header, name=names, torque_surrogate=est.torque_surrogate.tolist(),
-                               force_raw=Vector3(x=est.force_raw[0], y=est.force_raw[1], z=est.force_raw[2]),
-                               force=Vector3(x=est.force[0], y=est.force[1], z=est.force[2]),
-                               contact_probability=est.contact_probability, in_contact=est.in_contact,
-                               condition=est.condition.tolist(), inference_latency=est.latency,
-                               window_fill=est.window_fill)
+        # One message object, refilled: constructing one runs rclpy's per-field checks (~4x the refill's cost).
+        out = self._estimate_msg
+        out.header = header
+        out.torque_surrogate = est.torque_surrogate.tolist()
+        out.force_raw.x, out.force_raw.y, out.force_raw.z = (float(v) for v in est.force_raw)
+        out.force.x, out.force.y, out.force.z = (float(v) for v in est.force)
+        out.contact_probability, out.in_contact = est.contact_probability, est.in_contact
+        out.condition, out.inference_latency, out.window_fill = est.condition.tolist(), est.latency, est.window_fill
         self.pub_estimate.publish(out)
+        self.handling.add(time.perf_counter() - entered)
+        # The rest only for topics someone listens to: building and serialising four messages and the arrow's
+        # forward kinematics cost more than the estimate itself (checking the subscriber count is ~0.5 us).
         if self.publish_split:
-            wrench = WrenchStamped(header=header)
-            wrench.wrench.force = out.force
-            self.pub_force.publish(wrench)
-            self.pub_contact.publish(Contact(header=header, probability=est.contact_probability,
-                                             in_contact=est.in_contact))
-            self.pub_condition.publish(MotorCondition(header=header, name=names, score=out.condition))
-            self.pub_torque.publish(JointState(header=header, name=names, effort=out.torque_surrogate))
-        if self.publish_marker:
+            if self.pub_force.get_subscription_count():
+                wrench = WrenchStamped(header=header)
+                wrench.wrench.force = out.force
+                self.pub_force.publish(wrench)
+            if self.pub_contact.get_subscription_count():
+                self.pub_contact.publish(Contact(header=header, probability=est.contact_probability,
+                                                 in_contact=est.in_contact))
+            if self.pub_condition.get_subscription_count():
+                self.pub_condition.publish(MotorCondition(header=header, name=names, score=out.condition))
+            if self.pub_torque.get_subscription_count():
+                self.pub_torque.publish(JointState(header=header, name=names, effort=out.torque_surrogate))
+        if self.publish_marker and self.pub_marker.get_subscription_count():
             self.pub_marker.publish(self._arrow(state, est, header))
 
     def _arrow(self, state: ArmState, est: Estimate, header) -> Marker:
@@ -152,15 +200,35 @@ class EstimatorNode(Node):
             return response
         self.core.set_model(model)
         self.model_path = path
-        response.success, response.message = True, f"loaded {path}: {model.provider.describe()}"
+        response.success, response.message = True, f"loaded {path} ({model.variant}): {model.provider.describe()}"
         self.get_logger().info(response.message)
         return response
 
     def _publish_diagnostics(self) -> None:
+        with self._unless_shut_down():
+            self._diagnostics()
+
+    @contextlib.contextmanager
+    def _unless_shut_down(self) -> Iterator[None]:
+        """A callback interrupted by SIGINT, or running while SIGINT shuts the context down (the events executor may
+        still dispatch a due timer or message), ends quietly and lets the spin loop end; other errors propagate."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.context.try_shutdown()
+        except Exception:
+            if self.context.ok():
+                raise
+
+    def _diagnostics(self) -> None:
         core = self.core
-        values = {"model": self.model_path, "provider": core.model.provider.in_use,
+        values = {"model": self.model_path, "variant": core.model.variant, "provider": core.model.provider.in_use,
                   "latency_p50_ms": core.latency.percentile(50) * 1e3,
                   "latency_p99_ms": core.latency.percentile(99) * 1e3,
+                  "arrival_p50_ms": self.arrival.percentile(50) * 1e3,
+                  "arrival_p99_ms": self.arrival.percentile(99) * 1e3,
+                  "handling_p50_ms": self.handling.percentile(50) * 1e3,
+                  "handling_p99_ms": self.handling.percentile(99) * 1e3,
                   **core.counters.as_dict(), "last_refusal": core.last_refusal}
         status = diagnostic_status("estimator", "neuralactuator", *core.status(), values)
         self.pub_diagnostics.publish(diagnostic_array(self, [status]))
@@ -172,9 +240,39 @@ HELP_SUMMARY = ("NeuralActuator estimator: from the follower's arm_state (na_msg
                 "file: na_bringup/config/estimator.yaml.")
 
 
+def make_executor(kind: str, context) -> Any:
+    """rclpy's EventsExecutor for ``events`` where this rclpy has it (Jazzy: rclpy.experimental), else the
+    SingleThreadedExecutor. The events executor takes a message to its callback with less Python work per
+    message (src/na_estimator/benchmarks/README.md, "DDS path")."""
+    if kind == "events":
+        try:
+            from rclpy.experimental import EventsExecutor
+        except ImportError:
+            pass
+        else:
+            return EventsExecutor(context=context)
+    from rclpy.executors import SingleThreadedExecutor
+
+    return SingleThreadedExecutor(context=context)
+
+
+def spin_estimator(node: EstimatorNode) -> int:
+    """Spin ``node`` on the executor its ``executor`` parameter names, until shutdown."""
+    executor = make_executor(node.executor_kind, node.context)
+    executor.add_node(node)
+    try:
+        # rclpy 7.1's EventsExecutor.spin() runs no callback (timers, services) and ignores SIGINT;
+        # spin_once in a loop works for every executor (the timeout only bounds the shutdown check).
+        while node.context.ok():
+            executor.spin_once(timeout_sec=0.5)
+    finally:
+        executor.shutdown()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     return run_node("estimator", lambda: usage("estimator", HELP_SUMMARY, DEFAULTS, DESCRIPTIONS), EstimatorNode,
-                    startup_errors=(ModelLoadError,), argv=argv)
+                    spin=spin_estimator, startup_errors=(ModelLoadError,), argv=argv)
 
 
 if __name__ == "__main__":

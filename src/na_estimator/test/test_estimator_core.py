@@ -107,8 +107,9 @@ def test_bad_input_never_becomes_an_estimate(contract_model) -> None:
     flagged = arm_input(1.03, rng)
     flagged.stale = np.array([False, True, False, False, False])
     assert core.on_arm_state(flagged, now=1.031) is None
-    assert core.counters.invalid_input == 3
-    assert core.on_arm_state(arm_input(1.0, rng), now=1.05) is None   # not after the last stamp
+    assert core.counters.invalid_input == 2 and core.counters.stale_servo == 1
+    assert "['joint2'] stale" in core.last_refusal
+    assert core.on_arm_state(arm_input(1.0, rng), now=1.04) is None   # not after the last stamp, fresh
     assert core.counters.out_of_order == 1
     assert core.on_arm_state(arm_input(1.04, rng), now=1.2) is None   # 160 ms old on arrival
     assert core.counters.stale_input == 1
@@ -183,3 +184,124 @@ def test_contact_hysteresis() -> None:
     assert [contact.update(p) for p in (0.5, 0.61, 0.5, 0.41, 0.39, 0.5)] == [False, True, True, True, False, False]
     with pytest.raises(ValueError, match="off"):
         ContactHysteresis(on=0.3, off=0.5)
+
+
+# ---------------------------------------------------------------- probes of every refusal branch
+BAD_VALUES = (np.nan, np.inf, -np.inf)
+
+
+def fed_core(path, **kwargs) -> tuple[EstimatorCore, np.random.Generator]:
+    """A core with a command and one estimate behind it (stamps from 1.0 s on, 10 ms apart)."""
+    core = make_core(path, **kwargs)
+    rng = np.random.default_rng(8)
+    assert core.on_command(0.999, np.zeros(5), NAMES)
+    assert core.on_arm_state(arm_input(1.0, rng), now=1.001) is not None
+    return core, rng
+
+
+def test_non_finite_values_in_every_field_and_joint_are_refused(contract_model) -> None:
+    """NaN, +inf and -inf in each array field at each joint (the gripper too) and in the gripper slide: every
+    probe is counted as invalid input, none is estimated on, and the next good state is."""
+    core, rng = fed_core(contract_model)
+    probes = [(field, joint, bad) for field in ArmInput.ARRAYS for joint in range(5) for bad in BAD_VALUES]
+    probes += [("gripper_slide", None, bad) for bad in BAD_VALUES]
+    stamp = 1.0
+    for k, (field, joint, bad) in enumerate(probes, start=1):
+        stamp += PERIOD
+        assert core.on_command(stamp, np.zeros(5), NAMES)
+        probe = arm_input(stamp, rng)
+        if joint is None:
+            probe.gripper_slide = bad
+        else:
+            getattr(probe, field)[joint] = bad
+        assert core.on_arm_state(probe, now=stamp + 0.001) is None, (field, joint, bad)
+        assert core.counters.invalid_input == k, (field, joint, bad)
+        assert core.counters.estimates == k, (field, joint, bad)        # the probe did not count as an estimate
+        stamp += PERIOD
+        assert core.on_arm_state(arm_input(stamp, rng), now=stamp + 0.001) is not None, (field, joint, bad)
+    assert core.counters.refused == len(probes) == 5 * 5 * 3 + 3
+
+
+def test_non_finite_commands_are_refused_and_the_previous_command_is_kept(contract_model) -> None:
+    core, rng = fed_core(contract_model)
+    reference, _ = fed_core(contract_model)                 # the same history, given only the good command
+    count = 0
+    for joint in range(5):
+        for bad in BAD_VALUES:
+            command = np.zeros(5)
+            command[joint] = bad
+            assert core.on_command(1.0, command, NAMES) is False
+            count += 1
+            assert core.counters.invalid_input == count and "JointCommand" in core.last_refusal
+    state = arm_input(1.01, rng)
+    got, expected = core.on_arm_state(state, now=1.011), reference.on_arm_state(state, now=1.011)
+    np.testing.assert_array_equal(got.force, expected.force)     # estimated on the last good command (zeros)
+
+
+@pytest.mark.parametrize("field", ArmInput.ARRAYS)
+@pytest.mark.parametrize("length", [4, 6])
+def test_an_array_of_another_length_than_the_names_is_refused(contract_model, field, length) -> None:
+    core, rng = fed_core(contract_model)
+    probe = arm_input(1.01, rng)
+    setattr(probe, field, np.resize(getattr(probe, field), length))
+    assert core.on_arm_state(probe, now=1.011) is None
+    assert core.counters.bad_names == 1 and f"{field} has {length} values for 5 joint names" in core.last_refusal
+    assert core.on_arm_state(arm_input(1.02, rng), now=1.021) is not None
+
+
+def test_stale_by_age_and_out_of_order_are_separate_branches(contract_model) -> None:
+    core, rng = fed_core(contract_model, stale_timeout=0.1)
+    # Older than the stale timeout (and also before the last state): counted by its age.
+    assert core.on_arm_state(arm_input(0.5, rng), now=1.01) is None
+    assert core.counters.stale_input == 1 and core.counters.out_of_order == 0 and "0.510 s old" in core.last_refusal
+    # Fresh but not after the last estimated-on state (a duplicate, or reordered in transport).
+    assert core.on_arm_state(arm_input(1.0, rng), now=1.01) is None
+    assert core.on_arm_state(arm_input(0.95, rng), now=1.01) is None
+    assert core.counters.out_of_order == 2 and core.counters.stale_input == 1
+    # Stamped after the last state but older than the timeout when it arrives (e.g. after a stall).
+    assert core.on_arm_state(arm_input(1.05, rng), now=1.2) is None
+    assert core.counters.stale_input == 2 and core.counters.out_of_order == 0 + 2
+    assert core.counters.estimates == 1
+
+
+@pytest.mark.parametrize("ahead", [3600.0, 0.3, 0.05])
+def test_a_state_from_the_future_is_refused_and_does_not_poison_the_history(contract_model, ahead) -> None:
+    """One state stamped ``ahead`` s after the node's clock is refused (future_stamp); all of the real
+    states after it are still estimated on (the bug: it became the newest stamp and every later state
+    was refused as out of order)."""
+    core, rng = fed_core(contract_model, future_tolerance=0.02)
+    assert core.on_arm_state(arm_input(1.01 + ahead, rng), now=1.01) is None
+    assert core.counters.future_stamp == 1 and "ahead of this node's clock" in core.last_refusal
+    stamps = 1.01 + PERIOD * np.arange(1, 41)
+    estimates = [core.on_arm_state(arm_input(t, rng), now=t + 0.002) for t in stamps]
+    assert all(e is not None for e in estimates)
+    assert core.counters.estimates == 41 and core.counters.out_of_order == 0 and core.counters.refused == 1
+
+
+def test_a_command_from_the_future_is_refused_and_the_current_goal_kept(contract_model) -> None:
+    core, rng = fed_core(contract_model, future_tolerance=0.02)
+    reference, _ = fed_core(contract_model, future_tolerance=0.02)
+    assert core.on_command(3601.0, np.full(5, 0.4), NAMES, now=1.005) is False
+    assert core.counters.future_stamp == 1 and "JointCommand stamped" in core.last_refusal
+    assert core.on_command(1.015, np.full(5, 0.4), NAMES, now=1.016)          # 1 ms ahead of nothing: fresh
+    state = arm_input(1.02, rng)
+    assert reference.on_command(1.015, np.full(5, 0.4), NAMES, now=1.016)
+    np.testing.assert_array_equal(core.on_arm_state(state, now=1.021).force,
+                                  reference.on_arm_state(state, now=1.021).force)
+
+
+def test_a_stamp_within_the_future_tolerance_is_estimated_on(contract_model) -> None:
+    core, rng = fed_core(contract_model, future_tolerance=0.02)
+    assert core.on_arm_state(arm_input(1.02, rng), now=1.01) is not None          # 10 ms ahead: clock skew
+    assert core.on_arm_state(arm_input(1.06, rng), now=1.03) is None              # 30 ms ahead
+    assert core.counters.future_stamp == 1 and core.counters.estimates == 2
+    with pytest.raises(ValueError, match="future_tolerance"):
+        make_core(contract_model, future_tolerance=-0.1)
+
+
+def test_a_new_model_restarts_the_stamp_history(contract_model, model_builder) -> None:
+    core, rng = fed_core(contract_model)
+    assert core.on_arm_state(arm_input(1.05, rng), now=1.051) is not None
+    core.set_model(OnnxActuatorModel(model_builder("other.onnx", seed=3), SPEC, providers=["CPUExecutionProvider"]))
+    estimate = core.on_arm_state(arm_input(1.04, rng), now=1.051)                 # before the last stamp, fresh
+    assert estimate is not None and estimate.window_fill == 1

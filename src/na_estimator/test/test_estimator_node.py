@@ -145,3 +145,161 @@ def test_arm_states_are_reordered_by_name_or_refused_with_the_reason(ros_graph, 
     values = {kv.key: kv.value for kv in status.values}
     assert int(values["bad_names"]) >= 5 and reason in values["last_refusal"]
 
+
+
+@pytest.mark.node
+def test_every_refusal_branch_over_dds_is_counted_and_never_estimated_on(ros_graph, contract_model) -> None:
+    """Probes through DDS for each refusal branch: stale by age, from the future (an hour, 0.3 s), out of order,
+    NaN and inf in every field (the gripper too) and in the command, arrays of another length, plus names in
+    another order (estimated on). Each probe must arrive (its counter rises by exactly one), give no estimate,
+    and the next good state must still be estimated on (nothing poisons the history)."""
+    from na_msgs.msg import ArmState, JointCommand
+
+    peer = Peer(ros_graph, contract_model, diagnostics_period=0.2)
+    estimator, estimates = peer.estimator, peer.estimates
+    counters = estimator.core.counters
+    rng = np.random.default_rng(3)
+
+    def now_ns() -> int:
+        return estimator.get_clock().now().nanoseconds
+
+    def state(offset_ns: int = 0, **fields) -> ArmState:
+        msg = ArmState(role="follower", name=NAMES, position=rng.uniform(-0.3, 0.3, 5).tolist(), gripper_slide=0.005,
+                       velocity=[0.1] * 5, current=rng.uniform(-0.3, 0.3, 5).tolist(), input_voltage=[12.0] * 5,
+                       temperature=[35.0] * 5, stale=[False] * 5)
+        for key, value in fields.items():
+            setattr(msg, key, value)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now_ns() + offset_ns, 1_000_000_000)
+        return msg
+
+    def command(position=(0.1, 0.2, -0.1, 0.0, 0.3)) -> JointCommand:
+        msg = JointCommand(name=NAMES, position=list(position))
+        msg.header.stamp = estimator.get_clock().now().to_msg()
+        return msg
+
+    def good_estimate() -> None:
+        """One good command + state; waits for its estimate."""
+        before = len(estimates)
+        peer.command_pub.publish(command())
+        ros_graph.spin()
+        peer.state_pub.publish(state())
+        assert ros_graph.wait_for(lambda: len(estimates) > before, 5.0), f"no estimate; counters {counters}"
+
+    def refused(counter: str, probe, publisher=None) -> None:
+        before, n_estimates = getattr(counters, counter), counters.estimates
+        (publisher or peer.state_pub).publish(probe)
+        assert ros_graph.wait_for(lambda: getattr(counters, counter) > before, 5.0), f"{counter} probe never arrived"
+        assert getattr(counters, counter) == before + 1 and counters.estimates == n_estimates, counter
+        good_estimate()
+
+    for _ in range(3):
+        good_estimate()
+    stamps_of_probes: list[tuple[int, int]] = []
+
+    def probe(counter: str, msg, publisher=None) -> None:
+        if hasattr(msg, "role") and counter != "out_of_order":    # (the duplicate shares an estimate's stamp)
+            stamps_of_probes.append((msg.header.stamp.sec, msg.header.stamp.nanosec))
+        refused(counter, msg, publisher)
+
+    probe("stale_input", state(-500_000_000))                          # half a second old on arrival
+    probe("future_stamp", state(3_600_000_000_000))                    # an hour ahead
+    probe("future_stamp", state(300_000_000))                          # 0.3 s ahead
+    ahead = command()
+    ahead.header.stamp.sec += 3600
+    probe("future_stamp", ahead, peer.command_pub)                     # a command an hour ahead
+    last = estimates[-1].header.stamp                                  # a duplicate of the last estimated-on state
+    duplicate = state()
+    duplicate.header.stamp = last
+    probe("out_of_order", duplicate)
+    for field in ("position", "velocity", "current", "input_voltage", "temperature"):
+        for joint in (0, 4):                                            # an arm joint and the gripper
+            for bad in (float("nan"), float("inf"), float("-inf")):
+                values = [0.1] * 5 if field != "input_voltage" else [12.0] * 5
+                values[joint] = bad
+                probe("invalid_input", state(**{field: values}))
+        probe("bad_names", state(**{field: [0.1] * 4}))                 # 4 values for 5 names
+    probe("stale_servo", state(stale=[False, False, False, False, True]))   # the driver had no fresh gripper reading
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        probe("invalid_input", state(gripper_slide=bad))
+        probe("invalid_input", command((0.1, 0.2, bad, 0.0, 0.3)), peer.command_pub)
+        probe("invalid_input", command((0.1, 0.2, 0.0, 0.0, bad)), peer.command_pub)
+    assert counters.as_dict() == {"estimates": counters.estimates, "bad_names": 5, "invalid_input": 3 * 10 + 9,
+                                  "stale_input": 1, "future_stamp": 3, "out_of_order": 1, "no_command": 0,
+                                  "stale_servo": 1,
+                                  "window_resets": counters.window_resets, "invalid_output": 0}
+    assert not set(stamps_of_probes) & {(e.header.stamp.sec, e.header.stamp.nanosec) for e in estimates}
+
+    # Names in another order are estimated on (reordered by name), not refused.
+    before = len(estimates)
+    reordered = state()
+    order = [4, 2, 0, 3, 1]
+    reordered.name = [NAMES[k] for k in order]
+    for key in ("position", "velocity", "current", "input_voltage", "temperature", "stale"):
+        setattr(reordered, key, [getattr(reordered, key)[k] for k in order])
+    peer.state_pub.publish(reordered)
+    assert ros_graph.wait_for(lambda: len(estimates) > before, 5.0) and counters.bad_names == 5
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("executor", ["events", "single_threaded"])
+def test_the_executable_serves_on_each_executor_and_stops_cleanly(ros_graph, contract_model, executor) -> None:
+    """The installed estimator with each executor: estimates, answers ~/reload, publishes /diagnostics, and ends
+    with exit code 0 and no traceback on SIGINT (rclpy 7.1's EventsExecutor.spin() serves nothing; the node
+    spins it with spin_once)."""
+    import signal
+    import subprocess
+
+    from diagnostic_msgs.msg import DiagnosticArray
+    from std_srvs.srv import Trigger
+
+    from na_common.ament import find_executable
+    from na_msgs.msg import ActuatorEstimate, ArmState, JointCommand
+
+    command = [str(find_executable("na_estimator", "estimator")), "--ros-args", "-p", f"model_path:={contract_model}",
+               "-p", f"executor:={executor}", "-p", "diagnostics_period:=0.2"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        io = ros_graph.probe("executable_io")
+        estimates, diagnostics = [], []
+        io.create_subscription(ActuatorEstimate, "/estimator/estimate", estimates.append, 10)
+        io.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
+        state_pub = io.create_publisher(ArmState, "/follower/arm_state", 10)
+        command_pub = io.create_publisher(JointCommand, "/follower/command", 10)
+        assert ros_graph.wait_for(lambda: state_pub.get_subscription_count() > 0, 30.0), "the estimator never came up"
+
+        def publish() -> None:
+            now = io.get_clock().now().to_msg()
+            command_pub.publish(JointCommand(header=Header(stamp=now), name=NAMES, position=[0.1] * 5))
+            state_pub.publish(ArmState(header=Header(stamp=now), role="follower", name=NAMES, position=[0.1] * 5,
+                                       gripper_slide=0.005, velocity=[0.0] * 5, current=[0.1] * 5,
+                                       input_voltage=[12.0] * 5, temperature=[35.0] * 5))
+            ros_graph.spin_for(0.02)
+
+        assert ros_graph.wait_for(lambda: len(estimates) >= 3, 20.0, publish)
+        response = ros_graph.call(io.create_client(Trigger, "/estimator/reload"), Trigger.Request())
+        assert response.success, response.message
+        assert ros_graph.wait_for(lambda: any(s.name == "estimator" for d in diagnostics for s in d.status), 10.0)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, output
+    assert "Traceback" not in output and "FATAL" not in output, output
+
+
+@pytest.mark.node
+@pytest.mark.parametrize(("parameter", "value"), [("executor", "fast"), ("input_reliability", "sometimes"),
+                                                  ("future_tolerance", "-1.0")])
+def test_a_bad_choice_exits_2_naming_it(contract_model, parameter, value) -> None:
+    import subprocess
+
+    from na_common.ament import find_executable
+
+    result = subprocess.run([str(find_executable("na_estimator", "estimator")), "--ros-args", "-p",
+                             f"model_path:={contract_model}", "-p", f"{parameter}:={value}"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    fatal = [line for line in result.stderr.splitlines() if "FATAL" in line]
+    assert len(fatal) == 1 and parameter in fatal[0], result.stderr

@@ -82,29 +82,18 @@ def run_fit(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from na_training.export import ExportError, export_model
+    from na_training.export import ExportError, export_model, windows_from_nad
     from na_training.train import load_trained_model
 
     try:
         model, description = load_trained_model(args.run, step=args.step, use_ema=not args.raw_weights)
-        windows = labels = None
+        windows = calibration = None
         if args.nad:
-            from na_estimator.features import history_windows
-            from na_training.batches import from_nad_episode
-            from na_training.nad import load_nad
-
-            episodes = [from_nad_episode(ep) for ep in load_nad(args.nad, args.split)]
-            pad = np.asarray(description["feature_stats"]["mean"])
-            rng = np.random.default_rng(0)
-            chosen, chosen_labels = [], []
-            for ep in episodes:
-                all_windows = history_windows(ep.features, pad, model.config.history_length)
-                pick = rng.choice(len(ep), size=min(len(ep), args.check_windows), replace=False)
-                chosen.append(all_windows[pick])
-                chosen_labels.append(ep.force[pick])
-            if chosen:
-                windows, labels = np.concatenate(chosen), np.concatenate(chosen_labels)
-        report = export_model(model, description, args.out, windows, force_labels=labels, int8=args.int8)
+            pad, length = np.asarray(description["feature_stats"]["mean"]), model.config.history_length
+            windows, _ = windows_from_nad(args.nad, args.split, args.check_windows, pad, length)
+            calibration, _ = windows_from_nad(args.nad, "train", args.check_windows, pad, length, seed=1)
+        report = export_model(model, description, args.out, windows, calibration_windows=calibration,
+                              variants=args.variants.split(","), keep_variants=args.keep_variants)
     except (ExportError, FileNotFoundError, ValueError) as err:
         print(f"na-train export: error: {err}", file=sys.stderr)
         return 2
@@ -148,10 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="export a trained run to ONNX (model contract, metadata)",
                             description="Export the EMA weights of a run directory to ONNX with the normalisation "
                                         "inside the graph, check ONNX Runtime against JAX (max |diff| <= 1e-4) on "
-                                        "random and, with --nad, real windows; --int8 adds a dynamic-int8 variant.")
+                                        "random and, with --nad, real windows. With --nad, int8 variants are "
+                                        "checked too and the fastest one within 0.01 N of JAX is written.")
     export.add_argument("run", metavar="RUN", help="run directory written by 'na-train fit'")
     export.add_argument("--out", required=True, help="output .onnx path")
-    export.add_argument("--int8", action="store_true", help="also write OUT.int8.onnx and report its force error")
+    export.add_argument("--variants", default="fp32,int8-dynamic,int8-static",
+                        help="inference variants to choose from (default: all; 'fp32' writes fp32)")
+    export.add_argument("--keep-variants", "--int8", action="store_true",
+                        help="also write every checked variant beside OUT (OUT.<variant>.onnx)")
     export.add_argument("--nad", help="NAD dataset for real check windows")
     export.add_argument("--split", default="test", choices=("train", "val", "test"), help="split for --nad")
     export.add_argument("--check-windows", type=int, default=64, help="real windows per episode (default 64)")

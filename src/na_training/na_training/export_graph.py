@@ -1,0 +1,307 @@
+"""Graph clean-up of the traced NeuralActuator ONNX graph before ONNX Runtime sees it (used by ``export.py``).
+
+jax2onnx traces every ``Linear`` on a ``[batch, L, d]`` tensor as Reshape -> Gemm -> Reshape whose target
+shapes are computed at run time (Shape -> Slice/Gather -> Concat), and attention as a chain of
+Reshape/Transpose/MatMul/Softmax nodes. ONNX Runtime's own optimiser folds none of it (the shapes depend on
+the symbolic batch), so a one-sample inference runs ~330 kernels. Each pass here is generic over the graph it
+finds, leaves anything it does not recognise as it is, and reports how often it applied; ``export.py`` checks
+the result against JAX like any other graph.
+
+- :func:`static_reshapes`: a Reshape whose target only depends on the batch size gets a constant target
+  (batch dimension -1), found by evaluating the targets at two batch sizes; the shape arithmetic becomes dead.
+- :func:`gemm_to_matmul`: Reshape([-1, K]) -> Gemm(W, b) -> Reshape([-1, L, N]) becomes MatMul(W) + Add(b)
+  on the 3-D tensor (for the int8 variants: ONNX Runtime's dynamic quantiser handles MatMul, not Gemm).
+- :func:`fuse_attention`: scaled dot-product attention over heads (Reshape -> Transpose -> MatMul -> scale ->
+  Softmax -> MatMul -> Transpose -> Reshape) becomes ``com.microsoft.MultiHeadAttention``.
+- :func:`prune`: nodes and initialisers nothing reads any more.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+MS_DOMAIN = "com.microsoft"
+
+
+@dataclass
+class PassReport:
+    applied: dict[str, int] = field(default_factory=dict)
+
+    def add(self, name: str, count: int) -> None:
+        self.applied[name] = self.applied.get(name, 0) + count
+
+    def describe(self) -> str:
+        return ", ".join(f"{name} x{count}" for name, count in self.applied.items()) or "none applied"
+
+
+class Graph:
+    """Producer/consumer maps and initialiser access over an ``onnx.GraphProto`` (rebuilt on demand)."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.graph = graph
+        used = [n.name for n in graph.node] + [i.name for i in graph.initializer] + \
+            [name for n in graph.node for name in n.output]
+        self._counter = max((int(name.rsplit("_", 1)[1]) for name in used
+                             if name.startswith("na_opt_") and name.rsplit("_", 1)[1].isdigit()), default=0)
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.producer: dict[str, onnx.NodeProto] = {}
+        self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        for node in self.graph.node:
+            for name in node.output:
+                self.producer[name] = node
+            for name in node.input:
+                self.consumers[name].append(node)
+        self.initializers = {i.name: i for i in self.graph.initializer}
+        self.outputs = {o.name for o in self.graph.output}
+
+    def constant(self, name: str) -> np.ndarray | None:
+        if name in self.initializers:
+            return numpy_helper.to_array(self.initializers[name])
+        node = self.producer.get(name)
+        if node is not None and node.op_type == "Constant":
+            return numpy_helper.to_array(node.attribute[0].t)
+        return None
+
+    def fresh(self, stem: str) -> str:
+        self._counter += 1
+        return f"na_opt_{stem}_{self._counter}"
+
+    def add_initializer(self, stem: str, value: np.ndarray) -> str:
+        name = self.fresh(stem)
+        self.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        self.initializers[name] = self.graph.initializer[-1]
+        return name
+
+    def only_consumer(self, name: str, op_type: str) -> onnx.NodeProto | None:
+        users = self.consumers.get(name, [])
+        if len(users) == 1 and users[0].op_type == op_type and name not in self.outputs:
+            return users[0]
+        return None
+
+    def source(self, name: str, op_type: str) -> onnx.NodeProto | None:
+        node = self.producer.get(name)
+        return node if node is not None and node.op_type == op_type else None
+
+
+def attribute(node: onnx.NodeProto, name: str, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def rebuild(graph: onnx.GraphProto, removed: Iterable[onnx.NodeProto],
+            inserted: dict[int, list[onnx.NodeProto]]) -> None:
+    """Drop ``removed`` and put ``inserted[id(node)]`` where ``node`` was (in the node order)."""
+    gone = {id(n) for n in removed}
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        nodes += inserted.get(id(node), [])
+        if id(node) not in gone:
+            nodes.append(copy.deepcopy(node))
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+# ---------------------------------------------------------------- evaluation of intermediate tensors
+def evaluate(model: onnx.ModelProto, names: list[str], batch: int, input_value: float = 0.0
+             ) -> dict[str, np.ndarray]:
+    """Values of the tensors ``names`` for an input of ``batch`` samples (ONNX Runtime, no optimisation)."""
+    import onnxruntime as ort
+
+    probe = copy.deepcopy(model)
+    known = {o.name for o in probe.graph.output}
+    for name in names:
+        if name not in known:
+            probe.graph.output.append(onnx.ValueInfoProto(name=name))
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    (feed,) = session.get_inputs()
+    shape = [batch if not isinstance(d, int) else d for d in feed.shape]
+    values = session.run(names, {feed.name: np.full(shape, input_value, np.float32)})
+    return dict(zip(names, values, strict=True))
+
+
+# ---------------------------------------------------------------- passes
+def static_reshapes(model: onnx.ModelProto, report: PassReport) -> None:
+    g = Graph(model.graph)
+    dynamic = [n for n in model.graph.node if n.op_type == "Reshape" and g.constant(n.input[1]) is None]
+    if not dynamic:
+        return
+    names = sorted({n.input[1] for n in dynamic})
+    at2, at3 = evaluate(model, names, 2), evaluate(model, names, 3)
+    count = 0
+    for node in dynamic:
+        a, b = at2[node.input[1]].astype(np.int64), at3[node.input[1]].astype(np.int64)
+        if a.shape != b.shape or np.any(a <= 0) or np.any(b <= 0):
+            continue
+        varying = np.flatnonzero(a != b)
+        if len(varying) > 1:
+            continue
+        target = a.copy()
+        target[varying] = -1
+        node.input[1] = g.add_initializer("shape", target)
+        count += 1
+    report.add("static reshape", count)
+
+
+def matmul_name(gemm_name: str) -> str:
+    """The name :func:`gemm_to_matmul` gives the MatMul that replaces the Gemm ``gemm_name``."""
+    return f"{gemm_name}/matmul"
+
+
+def gemm_to_matmul(model: onnx.ModelProto, report: PassReport, only: set[str] | None = None) -> None:
+    """Reshape(x -> [-1, K]) -> Gemm(W, b) -> Reshape(-> [-1, L, N]) with x [B, L, K]: MatMul + Add on x (the
+    Gemms named in ``only``, default all); the MatMul is named :func:`matmul_name` of the Gemm."""
+    g = Graph(model.graph)
+    candidates = []
+    for gemm in model.graph.node:
+        if only is not None and matmul_name(gemm.name) not in only:
+            continue
+        if gemm.op_type != "Gemm" or attribute(gemm, "transA", 0) or attribute(gemm, "alpha", 1.0) != 1.0 \
+                or attribute(gemm, "beta", 1.0) != 1.0:
+            continue
+        weight = g.constant(gemm.input[1])
+        bias = g.constant(gemm.input[2]) if len(gemm.input) > 2 and gemm.input[2] else None
+        flatten = g.source(gemm.input[0], "Reshape")
+        unflatten = g.only_consumer(gemm.output[0], "Reshape")
+        if weight is None or flatten is None or unflatten is None:
+            continue
+        if attribute(gemm, "transB", 0):
+            weight = weight.T
+        flat_shape, out_shape = g.constant(flatten.input[1]), g.constant(unflatten.input[1])
+        if flat_shape is None or out_shape is None or len(out_shape) != 3 or out_shape[0] != -1 \
+                or list(flat_shape) != [-1, weight.shape[0]] or out_shape[2] != weight.shape[1]:
+            continue
+        if bias is not None and bias.shape != (weight.shape[1],):
+            continue
+        candidates.append((gemm, flatten, unflatten, weight, bias))
+    if not candidates:
+        return
+    inputs = evaluate(model, sorted({c[1].input[0] for c in candidates}), 2)
+    removed: list[onnx.NodeProto] = []
+    inserted: dict[int, list[onnx.NodeProto]] = {}
+    for gemm, flatten, unflatten, weight, bias in candidates:
+        x = flatten.input[0]
+        if inputs[x].shape != (2, int(g.constant(unflatten.input[1])[1]), weight.shape[0]):
+            continue
+        out = unflatten.output[0]
+        weight_name = g.add_initializer("weight", weight.astype(np.float32))
+        if bias is None:
+            nodes = [helper.make_node("MatMul", [x, weight_name], [out], name=matmul_name(gemm.name))]
+        else:
+            product = g.fresh("product")
+            nodes = [helper.make_node("MatMul", [x, weight_name], [product], name=matmul_name(gemm.name)),
+                     helper.make_node("Add", [product, g.add_initializer("bias", bias.astype(np.float32))], [out],
+                                      name=g.fresh("bias"))]
+        removed += [gemm, unflatten]
+        inserted[id(gemm)] = nodes
+    rebuild(model.graph, removed, inserted)
+    report.add("Gemm -> MatMul", len(inserted))
+
+
+def _heads(g: Graph, name: str) -> tuple[str, int] | None:
+    """``name`` = Transpose(0, 2, 1, 3)(Reshape(x, [-1, L, H, d])): (x, H)."""
+    transpose = g.source(name, "Transpose")
+    if transpose is None or list(attribute(transpose, "perm", [])) != [0, 2, 1, 3]:
+        return None
+    reshape = g.source(transpose.input[0], "Reshape")
+    shape = g.constant(reshape.input[1]) if reshape is not None else None
+    if shape is None or len(shape) != 4 or shape[0] != -1:
+        return None
+    return reshape.input[0], int(shape[2])
+
+
+def fuse_attention(model: onnx.ModelProto, report: PassReport) -> None:
+    count = 0
+    while True:
+        g = Graph(model.graph)
+        match = None
+        for softmax in model.graph.node:
+            if softmax.op_type != "Softmax" or attribute(softmax, "axis", -1) not in (-1, 3):
+                continue
+            scale_node = g.producer.get(softmax.input[0])
+            if scale_node is None or scale_node.op_type not in ("Div", "Mul"):
+                continue
+            factor = g.constant(scale_node.input[1])
+            scores = g.source(scale_node.input[0], "MatMul")
+            if factor is None or factor.size != 1 or scores is None:
+                continue
+            scale = float(1.0 / factor.reshape(-1)[0]) if scale_node.op_type == "Div" else float(factor.reshape(-1)[0])
+            query = _heads(g, scores.input[0])
+            key_t = g.source(scores.input[1], "Transpose")
+            if query is None or key_t is None or list(attribute(key_t, "perm", [])) != [0, 1, 3, 2]:
+                continue
+            key = _heads(g, key_t.input[0])
+            weighted = g.only_consumer(softmax.output[0], "MatMul")
+            if key is None or weighted is None or weighted.input[0] != softmax.output[0]:
+                continue
+            value = _heads(g, weighted.input[1])
+            merge_t = g.only_consumer(weighted.output[0], "Transpose")
+            if value is None or merge_t is None or list(attribute(merge_t, "perm", [])) != [0, 2, 1, 3]:
+                continue
+            merge = g.only_consumer(merge_t.output[0], "Reshape")
+            merged_shape = g.constant(merge.input[1]) if merge is not None else None
+            if merged_shape is None or len(merged_shape) != 3 or query[1] != key[1] or key[1] != value[1]:
+                continue
+            match = (scores, softmax, merge, query, key, value, scale)
+            break
+        if match is None:
+            break
+        scores, softmax, merge, query, key, value, scale = match
+        node = helper.make_node("MultiHeadAttention", [query[0], key[0], value[0]], [merge.output[0]],
+                                domain=MS_DOMAIN, num_heads=query[1], scale=scale, name=g.fresh("attention"))
+        rebuild(model.graph, [merge], {id(merge): [node]})      # the chain before it is left to prune
+        count += 1
+        prune(model, PassReport())
+    if count and not any(o.domain == MS_DOMAIN for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
+    report.add("MultiHeadAttention", count)
+
+
+def prune(model: onnx.ModelProto, report: PassReport) -> None:
+    graph = model.graph
+    needed = {o.name for o in graph.output}
+    kept: list[onnx.NodeProto] = []
+    for node in reversed(list(graph.node)):
+        if any(name in needed for name in node.output):
+            kept.append(node)
+            needed.update(name for name in node.input if name)
+    removed = len(graph.node) - len(kept)
+    if removed:
+        del graph.node[:]
+        graph.node.extend(reversed(kept))
+    initializers = [i for i in graph.initializer if i.name in needed]
+    if len(initializers) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(initializers)
+    report.add("pruned node", removed)
+
+
+Pass = Callable[[onnx.ModelProto, PassReport], None]
+# The fp32 graph keeps Gemm (bias fused; faster than MatMul + Add here); the graph the int8 variants start from
+# has MatMul + Add, which ONNX Runtime's quantisers handle (dynamic quantisation has no Gemm).
+FP32_PASSES: tuple[Pass, ...] = (static_reshapes, prune, fuse_attention, prune)
+MATMUL_PASSES: tuple[Pass, ...] = (static_reshapes, prune, gemm_to_matmul, prune, fuse_attention, prune)
+
+
+def optimise(model: onnx.ModelProto, passes: tuple[Pass, ...] = FP32_PASSES) -> tuple[onnx.ModelProto, PassReport]:
+    """A cleaned-up copy of ``model`` and what was applied (the input is not changed)."""
+    out = copy.deepcopy(model)
+    report = PassReport()
+    for run in passes:
+        run(out, report)
+    del out.graph.value_info[:]                  # stale shapes of renamed or removed values
+    onnx.checker.check_model(out)
+    return out, report
