@@ -29,6 +29,9 @@ class LossConfig:
     mask_invalid_force: bool = True        # per-channel validity mask on the force loss
     condition_joint: str = "joint3"        # the supervised condition channel (paper Sec. IV-G)
     condition_tasks: tuple[str, ...] = ()  # tasks whose episodes carry the condition loss; () = every labelled one
+    # Not in the paper: class-balanced condition loss, restricted frames carry this share of it (0: plain BCE
+    # over frames as the paper; 0.5: both classes alike, whatever their frame counts).
+    condition_restricted_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,11 @@ class HybridConfig:
     rollout_weight: float = 1.0            # factor on the rollout loss in the steps that have one
     rollout_heads: bool = False            # also the paper's rollout-conditioned force/gate/condition losses
     eval_windows: int = 8192               # recorded validation windows per validation
+    # Augmentation of the recorded windows (not in the paper): a uniform random offset per window and motor
+    # on channels that differ between sessions and rigs (ambient/warm-up temperature, supply voltage), so
+    # that the heads cannot tell episodes apart by them (the condition head otherwise memorises them).
+    augment_temperature: float = 0.0       # degC, offsets in [-a, a]
+    augment_voltage: float = 0.0           # V, offsets in [-a, a]
 
     def has_rollout(self, step: int) -> bool:
         """Whether optimisation step ``step`` (0-based) includes a rollout."""
@@ -175,11 +183,15 @@ def validate(config: TrainConfig, where: str = "config") -> None:
         problems.append("sim.substeps must be >= 1")
     if not 0.0 <= config.optim.ema_decay < 1.0:
         problems.append("optim.ema_decay must be in [0, 1)")
+    if not 0.0 <= config.loss.condition_restricted_share < 1.0:
+        problems.append("loss.condition_restricted_share must be in [0, 1)")
     if config.recipe not in RECIPES:
         problems.append(f"recipe must be one of {list(RECIPES)}, got {config.recipe!r}")
     hybrid = config.hybrid
     if hybrid.gate_target not in GATE_TARGETS:
         problems.append(f"hybrid.gate_target must be one of {list(GATE_TARGETS)}, got {hybrid.gate_target!r}")
+    if hybrid.augment_temperature < 0 or hybrid.augment_voltage < 0:
+        problems.append("hybrid.augment_temperature and hybrid.augment_voltage must be >= 0")
     if hybrid.batch_size < 1 or hybrid.label_shift < 0 or hybrid.rollout_every < 0 or hybrid.eval_windows < 1:
         problems.append("hybrid.batch_size and hybrid.eval_windows must be >= 1, hybrid.label_shift and "
                         "hybrid.rollout_every >= 0")

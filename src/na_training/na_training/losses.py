@@ -54,8 +54,15 @@ def head_losses(outputs: dict[str, jax.Array], labels: dict[str, jax.Array], gat
     gate = _masked_mean(bce_with_logits(outputs["contact_logit"][..., 0].astype(jnp.float32),
                                         target.astype(jnp.float32)), frame_has_label)
     condition_mask = labels["condition_mask"].astype(jnp.float32)
-    condition = _masked_mean(bce_with_logits(outputs["condition_logit"][..., condition_channel].astype(jnp.float32),
-                                             labels["condition"].astype(jnp.float32)), condition_mask)
+    condition_label = labels["condition"].astype(jnp.float32)
+    condition_bce = bce_with_logits(outputs["condition_logit"][..., condition_channel].astype(jnp.float32),
+                                    condition_label)
+    share = config.condition_restricted_share
+    if share > 0:        # class-balanced: restricted frames (label 0) carry ``share`` of the term, nominal the rest
+        condition = ((1.0 - share) * _masked_mean(condition_bce, condition_mask * condition_label)
+                     + share * _masked_mean(condition_bce, condition_mask * (1.0 - condition_label)))
+    else:
+        condition = _masked_mean(condition_bce, condition_mask)
     return {"force": force, "gate": gate, "condition": condition,
             "force_mae": _masked_mean(jnp.abs(predicted - force_label), valid)}
 

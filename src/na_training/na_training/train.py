@@ -34,7 +34,7 @@ from na_training.losses import rollout_losses, supervised_losses
 from na_training.model import NeuralActuator, build_model, parameter_count
 from na_training.progress import Progress
 from na_training.rollout import ArmSimulator, enable_float64, rollout
-from na_training.windows import RecordedWindows
+from na_training.windows import RecordedWindows, augment_offsets
 
 RUN_FILE = "run.json"
 
@@ -186,7 +186,11 @@ class Trainer:
     def supervised_batch(self, step: int) -> dict[str, np.ndarray]:
         """The recorded-window batch of ``step`` (hybrid recipe), a function of (seed, step) only."""
         rng = np.random.default_rng([self.config.seed, step, 1])
-        return self.train_windows.sample(rng, self.config.hybrid.batch_size)
+        hybrid = self.config.hybrid
+        batch = self.train_windows.sample(rng, hybrid.batch_size)
+        augment_offsets(batch, rng, {"temperature": hybrid.augment_temperature, "voltage": hybrid.augment_voltage},
+                        feature_names(self.spec))
+        return batch
 
     def has_rollout(self, step: int) -> bool:
         """Whether optimisation step ``step`` (0-based) includes a rollout."""

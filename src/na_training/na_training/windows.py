@@ -95,6 +95,19 @@ class RecordedWindows:
         return [self.take(np.resize(b, batch_size)) for b in batches]
 
 
+def augment_offsets(batch: dict[str, np.ndarray], rng: np.random.Generator, offsets: dict[str, float],
+                    names: Sequence[str]) -> None:
+    """Add, in place, one uniform offset in [-a, a] per window and channel to the features whose name starts
+    with ``prefix + "."`` for each ``prefix: a`` of ``offsets`` (the same offset on all frames of a window)."""
+    windows = batch["windows"]
+    for prefix, amplitude in offsets.items():
+        if amplitude <= 0:
+            continue
+        columns = [k for k, name in enumerate(names) if name.startswith(prefix + ".")]
+        shift = rng.uniform(-amplitude, amplitude, size=(windows.shape[0], 1, len(columns)))
+        windows[:, :, columns] += shift.astype(windows.dtype)
+
+
 def _window_valid(valid: np.ndarray, history_length: int) -> np.ndarray:
     """Frames t whose window frames max(0, t-L+1) .. t are all valid (pad frames count as valid)."""
     invalid = np.concatenate([[0], np.cumsum(~np.asarray(valid, dtype=bool))])

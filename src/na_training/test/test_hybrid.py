@@ -93,6 +93,34 @@ def test_supervised_losses_follow_their_formulas():
                                + 10 * expected_torque, rtol=1e-5)
 
 
+def test_class_balanced_condition_loss_gives_each_class_its_share():
+    logits = np.array([[0.0, 0.0, 2.0, 0, 0], [0, 0, -1.0, 0, 0], [0, 0, 0.5, 0, 0], [0, 0, 3.0, 0, 0]])
+    label = np.array([1.0, 1.0, 1.0, 0.0])             # three nominal frames, one restricted
+    batch = {"force": np.zeros((4, 3)), "force_valid": np.ones((4, 3), bool), "contact": np.zeros(4, bool),
+             "condition": label, "condition_mask": np.ones(4, bool)}
+    outputs = {"force": np.zeros((4, 3)), "contact_logit": np.zeros((4, 1)), "condition_logit": logits}
+    bce = np.log1p(np.exp(-logits[:, 2])) * label + np.log1p(np.exp(logits[:, 2])) * (1 - label)
+    for share, expected in ((0.0, bce.mean()), (0.5, 0.5 * bce[:3].mean() + 0.5 * bce[3]),
+                            (0.7, 0.3 * bce[:3].mean() + 0.7 * bce[3])):
+        _, parts = supervised_losses(outputs, batch, LossConfig(condition_restricted_share=share), 2)
+        np.testing.assert_allclose(float(parts["condition"]), expected, rtol=1e-5)
+
+
+def test_augmentation_offsets_whole_windows_of_the_named_channels_only():
+    from na_estimator.features import feature_names
+    from na_training.windows import augment_offsets
+
+    names = feature_names(load_spec())
+    windows = np.zeros((64, 9, len(names)), np.float32)
+    batch = {"windows": windows.copy()}
+    augment_offsets(batch, np.random.default_rng(0), {"temperature": 3.0, "voltage": 0.0}, names)
+    changed = [k for k in range(len(names)) if np.any(batch["windows"][:, :, k] != 0)]
+    assert [names[k] for k in changed] == [n for n in names if n.startswith("temperature.")]
+    shifted = batch["windows"][:, :, changed]
+    assert np.all(shifted == shifted[:, :1, :])          # one offset per window and channel
+    assert np.abs(shifted).max() <= 3.0 and shifted.std() > 1.0
+
+
 def test_hybrid_schedule():
     hybrid = HybridConfig(rollout_every=3, rollout_start=4, torque_weight=2.0, torque_steps=6)
     assert [s for s in range(14) if hybrid.has_rollout(s)] == [4, 7, 10, 13]
@@ -112,14 +140,21 @@ def test_recipe_and_gate_target_errors_are_one_line():
 
 def test_inverse_dynamics_recovers_the_torques_that_made_the_motion(synthetic_episodes):
     episode = synthetic_episodes[0]
-    labels = InverseDynamics(load_spec()).episode_torques(episode)
+    inverse = InverseDynamics(load_spec())
+    labels = inverse.episode_torques(episode)
     applied = episode.current * TORQUE_PER_AMP          # the synthetic arm was driven by exactly these
-    assert np.isnan(labels[0]).all() and np.isnan(labels[-1]).all()
     inner = slice(5, len(episode) - 5)
     arm = np.s_[:, :4]
     error = labels[inner][arm] - applied[inner][arm]
-    # central differences of a 4-substep semi-implicit Euler motion: a few percent of the torque range
+    # a smoothed fit of a 4-substep semi-implicit Euler motion: a few percent of the torque range
     assert np.sqrt(np.mean(error**2)) < 0.05 * np.ptp(applied[inner][arm])
+    gap = episode.qpos.copy()
+    gap[100] = np.nan                                   # an invalid frame splits the trajectory; 5 frames alone
+    gap[5] = np.nan
+    split = inverse.torques(gap)
+    assert np.isnan(split[100]).all() and np.isnan(split[:5]).all() and np.isfinite(split[6:100]).all()
+    with pytest.raises(ValueError, match="odd"):
+        InverseDynamics(load_spec(), window=4)
 
 
 def test_progress_prints_plain_lines_without_a_terminal():
