@@ -133,3 +133,49 @@ def test_nad_episodes_adapt_to_training_episodes(synthetic_episodes, tmp_path):
         np.testing.assert_array_equal(adapted.force, original.force)
         assert adapted.condition_supervised and np.all(adapted.condition == 1.0)
         assert from_nad_episode(nad_episode, condition_tasks=("pick_place",)).condition_supervised is False
+
+
+@pytest.fixture(scope="module")
+def hybrid_trainer(tiny_config, synthetic_episodes, tmp_path_factory):
+    """The tiny model with the hybrid recipe (float64 like the session's tiny trainer: x64 is process-wide)."""
+    from dataclasses import replace
+
+    from na_training.config import HybridConfig
+    from na_training.train import Trainer
+
+    config = replace(tiny_config, recipe="hybrid", curriculum=((0, 8),),
+                     hybrid=HybridConfig(batch_size=64, torque_weight=5.0, torque_steps=4, rollout_every=2,
+                                         eval_windows=64, augment_temperature=2.0))
+    messages: list[str] = []
+    trainer = Trainer(config, synthetic_episodes[:2], synthetic_episodes[2:],
+                      run_dir=tmp_path_factory.mktemp("hybrid_run"), log=messages.append)
+    trainer.messages = messages
+    yield trainer
+    trainer.close()
+
+
+@pytest.mark.slow   # compiles the hybrid step (model + MJX rollout), ~1 min on 2 busy cores
+def test_hybrid_recipe_trains_heads_on_windows_and_the_torque_through_the_simulator(hybrid_trainer):
+    trainer = hybrid_trainer
+    supervised = trainer.supervised_batch(0)
+    assert supervised["windows"].shape == (64, 9, 36) and "torque" in supervised
+    rollout_batch = trainer.train_batch(0)
+    (_, parts), grads = trainer._hybrid_grad(trainer.state.params, supervised, rollout_batch, np.float32(5.0))
+    assert {"force", "gate", "condition", "torque", "rollout_arm_mae_rad"} <= set(parts)
+    assert "rollout_force" not in parts                 # the rollout carries only the torque path
+    force_readout = np.asarray(grads["force_readout"]["kernel"][...])
+    torque_readout = np.asarray(grads["torque_head"]["readout"]["kernel"][...])
+    assert np.abs(force_readout).sum() > 0 and np.abs(torque_readout).sum() > 0
+    # without the warm-start term and the rollout, the torque head gets no gradient
+    (_, parts), grads = trainer._supervised_grad(trainer.state.params, supervised, np.float32(0.0))
+    assert np.abs(np.asarray(grads["torque_head"]["readout"]["kernel"][...])).sum() == 0
+
+    records = []
+    before = trainer.validate(use_ema=False)
+    trainer.fit(steps=8, resume=False, progress=False, on_metrics=records.append)
+    after = trainer.validate(use_ema=False)
+    assert after["loss"] < before["loss"] and np.isfinite(after["rollout_arm_mae_rad"])
+    train_records = [r for r in records if r["split"] == "train"]
+    assert train_records and all("windows_per_s" in r for r in train_records)
+    assert any(m.startswith("compiling the hybrid step") for m in trainer.messages)
+    assert any(m.startswith("compiling the recorded-window step") for m in trainer.messages)
