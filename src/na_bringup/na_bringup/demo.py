@@ -5,8 +5,10 @@
 3. convert every bag to NAD (na-train convert);
 4. train a small NeuralActuator through MJX (na-train fit, na_training/config/train/demo.yaml);
 5. export it to ONNX (na-train export);
-6. run the estimator live on the rig during a scripted payload episode and a push episode;
-7. plot estimated against true force and print a summary (force MAE, contact accuracy, latency).
+6. score it beside the classical observers on the NAD's held-out test split (na-train compare);
+7. run the estimator live on the rig during a scripted payload episode and a push episode;
+8. plot estimated against true force and print a summary (force MAE beside always-zero and the
+   training-mean force, contact accuracy, latency, and the classical observers of stage 6).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from na_bringup.live_eval import LiveScore, score_live
 from na_bringup.sim_graph import GraphError, launched, ros_env, sim_rig
 from na_common import topics
 
-STAGES = 7
+STAGES = 8
 PROGRESS_PERIOD_S = 10.0
 DEMO_CONFIG = "demo"                # na_training/na_training/config/train/demo.yaml
 GENERATED_TASKS = ["free", "payload", "push", "nopush"]
@@ -188,7 +190,27 @@ class Demo:
                 self.say(line)
         return model
 
-    def estimate_live(self, model: Path) -> dict[str, tuple[LiveScore, dict[str, np.ndarray]]]:
+    def compare_classical(self, model: Path, nad: Path) -> dict:
+        """The exported model beside the classical observers on the NAD's test split (na-train compare)."""
+        out = self.out / "compare"
+        self.begin("comparing with the classical observers on the NAD's held-out test split")
+        self.run("compare", ["na-train", "compare", "--nad", str(nad), "--model", str(model), "--out", str(out),
+                             "--no-mlp", "--seed", str(self.args.seed)])
+        results = json.loads((out / "comparison.json").read_text())
+        for line in comparison_lines(results):
+            self.say(line)
+        return results
+
+    def training_mean_force(self, nad: Path) -> np.ndarray:
+        """Mean force label of the training split: the constant predictor the live score shows."""
+        from na_training.nad import load_nad
+
+        forces = [episode.force[episode.force_valid.all(axis=1)] for episode in load_nad(nad, "train")]
+        stacked = np.concatenate(forces) if forces else np.zeros((0, 3))
+        return stacked.mean(axis=0) if len(stacked) else np.zeros(3)
+
+    def estimate_live(self, model: Path, constant_force: np.ndarray | None = None
+                      ) -> dict[str, tuple[LiveScore, dict[str, np.ndarray]]]:
         """Score the estimator per live phase; also checks that stale states give no estimate."""
         import rclpy
         from rclpy.context import Context
@@ -230,7 +252,7 @@ class Demo:
                 data = monitor.recording.arrays()
                 score = score_live(data["estimate_stamps"], data["estimate_force"], data["estimate_contact"],
                                    data["inference_latency"], data["receive_delay"], data["truth_stamps"],
-                                   data["truth_force"])
+                                   data["truth_force"], constant_force=constant_force)
                 results[name] = (score, data)
                 self.say(f"{name}: force MAE {score.force_mae:.3f} N (zero {score.zero_force_mae:.3f} N), "
                          f"{score.estimates} estimates; {sent} stale states injected")
@@ -301,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         nad = demo.convert([generated, live])
         run_dir = demo.train(nad)
         model = demo.export(run_dir, nad)
-        results = demo.estimate_live(model)
+        comparison = demo.compare_classical(model, nad)
+        results = demo.estimate_live(model, demo.training_mean_force(nad))
         plots = demo.plot(results)
     except (DemoError, GraphError, ValueError) as exc:
         print(f"[demo] FAILED at stage {demo.stage}/{STAGES}: {exc}", file=sys.stderr, flush=True)
@@ -309,12 +332,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("[demo] interrupted", file=sys.stderr)
         return 130
-    summary = write_summary(demo, results, model=model, nad=nad, plots=plots)
+    summary = write_summary(demo, results, model=model, nad=nad, plots=plots, comparison=comparison)
     print("\n=== NeuralActuator demo summary (simulated rig) ===")
     for name, (score, _) in results.items():
         print(f"  {name}:")
         for line in score.lines():
             print(f"    {line}")
+    print("  held-out test split of the NAD (na-train compare, same metrics for every method):")
+    for line in comparison_lines(comparison):
+        print(f"    {line}")
     print(f"  stale states injected {demo.stale_injected}, turned into estimates {demo.stale_estimated}")
     print(f"  model {model}\n  bags  {demo.out / 'bags'}\n  NAD   {nad}\n  plots {plots}\n"
           f"  summary {demo.out / 'summary.json'}  ({summary['seconds']:.0f} s in all)")
@@ -324,14 +350,39 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def comparison_lines(results: dict) -> list[str]:
+    """The model's force MAE and false-contact rate beside the classical observers' (na-train compare)."""
+    from na_training.baselines.compare import LEARNED
+
+    force = results.get("force_mae", {})
+    false_contact = results.get("false_contact_rate", {})
+    lines = []
+    for name in sorted(force, key=lambda method: (method != LEARNED, force[method]["avg"])):
+        rate = false_contact.get(name)
+        contact = "" if rate is None else f", false contact {rate * 100:.1f} % of no-contact frames"
+        lines.append(f"{name:<15} force MAE {force[name]['avg']:.3f} N{contact}")
+    ratio = results.get("best_classical_to_learned_force_mae")
+    if ratio is not None:
+        lines.append(f"best classical / {LEARNED} force MAE = {ratio:.2f}")
+    return lines
+
+
 def write_summary(demo: Demo, results: dict[str, tuple[LiveScore, dict]], *, model: Path, nad: Path,
-                  plots: Path) -> dict:
+                  plots: Path, comparison: dict | None = None) -> dict:
     phases = {name: {"force_mae_n": s.force_mae, "zero_force_mae_n": s.zero_force_mae,
-                     "contact_accuracy": s.contact_accuracy, "estimates": s.estimates, "matched": s.matched,
+                     "training_mean_force_mae_n": s.constant_force_mae,
+                     "contact_accuracy": s.contact_accuracy,
+                     "constant_contact_accuracy": s.constant_contact_accuracy,
+                     "estimates": s.estimates, "matched": s.matched,
                      "inference_latency_ms": {"p50": s.inference_p50_ms, "p99": s.inference_p99_ms},
                      "state_to_estimate_latency_ms": {"p50": s.end_to_end_p50_ms, "p99": s.end_to_end_p99_ms}}
               for name, (s, _) in results.items()}
-    summary = {"phases": phases, "stale_injected": demo.stale_injected, "stale_estimated": demo.stale_estimated,
+    held_out = None if comparison is None else {
+        "force_mae_n": {k: v["avg"] for k, v in comparison.get("force_mae", {}).items()},
+        "false_contact_rate": comparison.get("false_contact_rate", {}),
+        "best_classical_to_learned_force_mae": comparison.get("best_classical_to_learned_force_mae")}
+    summary = {"phases": phases, "held_out_comparison": held_out,
+               "stale_injected": demo.stale_injected, "stale_estimated": demo.stale_estimated,
                "model": str(model), "bags": str(demo.out / "bags"), "nad": str(nad), "plots": str(plots),
                "seconds": round(time.monotonic() - demo.started, 1)}
     (demo.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

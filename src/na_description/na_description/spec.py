@@ -58,6 +58,29 @@ class GripperMap:
         return self.angle_points[0] + (np.asarray(slide) - self.slide_points[0]) / self.slope
 
 
+def joint_order(names: Sequence[str], joint_names: Sequence[str], robot: str = "the arm",
+                allow_extra: bool = False) -> np.ndarray:
+    """Index array putting values named ``names`` into the order ``joint_names``; ``names`` must hold each
+    of ``joint_names`` exactly once and, unless ``allow_extra`` (recorded data from a rig with more servos,
+    e.g. a camera mount), nothing else. :class:`JointNameError` names what is unknown, missing or duplicated."""
+    names = [str(n) for n in names]
+    joint_names = list(joint_names)
+    first: dict[str, int] = {}
+    for k, name in enumerate(names):
+        first.setdefault(name, k)
+    known = set(joint_names)
+    problems = []
+    if (unknown := [n for n in first if n not in known]) and not allow_extra:
+        problems.append(f"unknown {unknown}")
+    if missing := [n for n in joint_names if n not in first]:
+        problems.append(f"missing {missing}")
+    if duplicated := sorted({n for k, n in enumerate(names) if first[n] != k}):
+        problems.append(f"duplicated {duplicated}")
+    if problems:
+        raise JointNameError(f"joint names {names} do not match {robot}'s {joint_names}: " + ", ".join(problems))
+    return np.array([first[n] for n in joint_names], dtype=int)
+
+
 @dataclass(frozen=True)
 class RobotSpec:
     name: str
@@ -111,24 +134,9 @@ class RobotSpec:
 
         ``names`` must name every joint of the spec exactly once, in any order, and nothing else; otherwise
         :class:`JointNameError` says which names are unknown, missing or duplicated. The one name -> index
-        mapping of the suite: drivers, teleop, estimator and conversion all reorder through it.
+        mapping of the suite (:func:`joint_order`): drivers, teleop, estimator and conversion reorder through it.
         """
-        names = [str(n) for n in names]
-        first: dict[str, int] = {}
-        for k, name in enumerate(names):
-            first.setdefault(name, k)
-        known = set(self.joint_names)
-        problems = []
-        if unknown := [n for n in first if n not in known]:
-            problems.append(f"unknown {unknown}")
-        if missing := [n for n in self.joint_names if n not in first]:
-            problems.append(f"missing {missing}")
-        if duplicated := sorted({n for k, n in enumerate(names) if first[n] != k}):
-            problems.append(f"duplicated {duplicated}")
-        if problems:
-            raise JointNameError(f"joint names {names} do not match {self.name}'s {self.joint_names}: "
-                                 + ", ".join(problems))
-        return np.array([first[n] for n in self.joint_names], dtype=int)
+        return joint_order(names, self.joint_names, self.name)
 
     def reorder(self, names: Sequence[str], values, what: str = "values") -> np.ndarray:
         """``values`` named by ``names`` (a message's ``name`` and one of its arrays) in spec order.

@@ -393,7 +393,7 @@ def _status_packets(raw: serial.Serial, count: int) -> list[p2.Packet]:
     return found
 
 
-def test_delay_knob_makes_a_late_reply_arrive_inside_the_next_transaction(sdk_bus):
+def test_delay_knob_makes_a_late_reply_arrive_inside_the_next_transaction(sdk_bus, wait_for):
     bus = sdk_bus(ids=(11,), faults=DxlFaults(delay_status_rate=1.0))
     bus.port.closePort()
     servo = bus.servo(11)
@@ -408,7 +408,9 @@ def test_delay_knob_makes_a_late_reply_arrive_inside_the_next_transaction(sdk_bu
     # ... is answered by the reply to the first one, with the value of the first request's time
     assert len(late) == 1 and late[0].servo_id == 11
     assert int.from_bytes(late[0].params[1:], "little") == 1111
-    assert bus.emulator.fault_counters["status_delayed"] == 2 and bus.emulator.stats["late_replies"] == 1
+    # the emulator thread counts the second delay after it has sent the first reply: poll, do not race it
+    assert wait_for(lambda: bus.emulator.fault_counters["status_delayed"] == 2, timeout=2.0)
+    assert bus.emulator.stats["late_replies"] == 1
 
 
 def test_a_late_reply_is_held_at_least_its_delay(sdk_bus):

@@ -40,6 +40,7 @@ class TrainingEpisode:
     valid: np.ndarray           # [T] bool, frame usable
     task: str = ""
     payload_grams: float = 0.0
+    contact: np.ndarray | None = None   # [T] bool contact label (NAD ``contact``); None: not recorded
 
     def __len__(self) -> int:
         return self.features.shape[0]
@@ -60,7 +61,8 @@ REQUIRED = ("goal_position", "position", "gripper_slide", "velocity", "current",
 def training_episode(columns: Mapping[str, Any], *, name: str = "episode", spec: RobotSpec | None = None,
                      force: np.ndarray | None = None, force_valid: np.ndarray | None = None,
                      condition: np.ndarray | float | None = None, condition_supervised: bool = False,
-                     valid: np.ndarray | None = None, task: str = "", payload_grams: float = 0.0) -> TrainingEpisode:
+                     valid: np.ndarray | None = None, task: str = "", payload_grams: float = 0.0,
+                     contact: np.ndarray | None = None) -> TrainingEpisode:
     """A training episode from ArmState-named arrays (see :func:`na_estimator.features.episode_features`)."""
     spec = spec or load_spec()
     missing = [k for k in REQUIRED if k not in columns]
@@ -80,6 +82,10 @@ def training_episode(columns: Mapping[str, Any], *, name: str = "episode", spec:
     valid = np.ones(frames, bool) if valid is None else np.asarray(valid, dtype=bool).copy()
     if force.shape != (frames, 3) or force_valid.shape != (frames, 3):
         raise DataError(f"{name}: force and force_valid must be [{frames}, 3]")
+    if contact is not None:
+        contact = np.asarray(contact, dtype=bool).reshape(-1)
+        if contact.shape != (frames,):
+            raise DataError(f"{name}: contact must have {frames} frames, has {contact.shape[0]}")
     # Frames with non-finite inputs are unusable; non-finite force channels become invalid labels.
     valid &= np.all(np.isfinite(features), axis=1) & np.all(np.isfinite(qvel), axis=1)
     force_valid &= np.isfinite(force)
@@ -88,7 +94,7 @@ def training_episode(columns: Mapping[str, Any], *, name: str = "episode", spec:
                            voltage=arrays["input_voltage"], temperature=arrays["temperature"], qpos=qpos, qvel=qvel,
                            force=force, force_valid=force_valid, condition=condition,
                            condition_supervised=bool(condition_supervised and np.any(np.isfinite(condition))),
-                           valid=valid, task=task, payload_grams=payload_grams)
+                           valid=valid, task=task, payload_grams=payload_grams, contact=contact)
 
 
 def from_nad_episode(episode: Any, condition_joint: str = "joint3", condition_tasks: Sequence[str] = (),
@@ -103,7 +109,7 @@ def from_nad_episode(episode: Any, condition_joint: str = "joint3", condition_ta
     return training_episode(state, name=str(episode.meta.get("episode_id", episode.index)), spec=spec,
                             force=episode.force, force_valid=episode.force_valid, condition=condition,
                             condition_supervised=supervised, valid=episode.valid, task=task,
-                            payload_grams=float(episode.meta.get("payload_grams") or 0.0))
+                            payload_grams=float(episode.meta.get("payload_grams") or 0.0), contact=episode.contact)
 
 
 class WindowSampler:

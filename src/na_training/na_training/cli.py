@@ -42,6 +42,21 @@ def _load_episodes(nad: str, config) -> tuple[list, list, str]:
     return train, val, str(info.get("dataset_id", ""))
 
 
+def describe_recipe(config, trainer) -> str:
+    """One line on what the run trains and how (printed at the start of ``na-train fit``)."""
+    if config.recipe != "hybrid":
+        return f"recipe rollout (paper): every head through MJX rollouts, horizon curriculum {list(config.curriculum)}"
+    hybrid = config.hybrid
+    text = (f"recipe hybrid: force/gate/condition heads on {len(trainer.train_windows):,} recorded windows "
+            f"({hybrid.batch_size} per step)")
+    if hybrid.rollout_every:
+        text += (f"; torque surrogate through MJX rollouts every {hybrid.rollout_every} step(s) from step "
+                 f"{hybrid.rollout_start}, batch {config.batch_size}, horizons {list(config.curriculum)}")
+    if hybrid.torque_weight > 0:
+        text += "; inverse-dynamics warm start of the torque head"
+    return text
+
+
 def run_fit(args: argparse.Namespace) -> int:
     from na_training.config import ConfigError, load_config
 
@@ -67,17 +82,25 @@ def run_fit(args: argparse.Namespace) -> int:
         from na_training.model import parameter_count
         from na_training.train import Trainer
 
-        trainer = Trainer(config, train, val, run_dir=args.out)
+        log = None if args.quiet else print
+        if log and config.recipe == "hybrid" and config.hybrid.torque_weight > 0:
+            log("computing inverse-dynamics torque labels and recorded windows ...")
+        trainer = Trainer(config, train, val, run_dir=args.out, log=log)
         print(f"NeuralActuator: {parameter_count(trainer.model):,} parameters; {len(train)} train / {len(val)} val "
-              f"episodes; horizon curriculum {list(config.curriculum)}; run directory {args.out}")
+              f"episodes; {describe_recipe(config, trainer)}; run directory {args.out}")
         last = trainer.fit(resume=not args.no_resume, progress=not args.quiet)
         trainer.close()
     except (ConfigError, ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"na-train fit: error: {err}", file=sys.stderr)
         return 2
     if last:
-        print(f"done: step {trainer.state.step}, loss {last['loss']:.4g}, arm MAE {last['arm_mae_rad']:.4g} rad, "
-              f"force MAE {last['force_mae']:.4g} N")
+        parts = [f"step {trainer.state.step}", f"loss {last['loss']:.4g}"]
+        if "force_mae" in last:
+            parts.append(f"force MAE {last['force_mae']:.4g} N")
+        arm = last.get("arm_mae_rad", last.get("rollout_arm_mae_rad"))
+        if arm is not None:
+            parts.append(f"rollout arm MAE {np.degrees(arm):.3g} deg")
+        print("done: " + ", ".join(parts))
     return 0
 
 
@@ -116,9 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
         pass
 
     fit = sub.add_parser("fit", help="train a NeuralActuator on a NAD dataset",
-                         description="Train the NeuralActuator Transformer by back-propagating pose losses through "
-                                     "MJX rollouts (force/gate/condition heads supervised directly). Resumes from "
-                                     "the latest checkpoint in --out unless --no-resume.")
+                         description="Train the NeuralActuator Transformer: the torque surrogate by back-propagating "
+                                     "pose losses through MJX rollouts, the force/gate/condition heads supervised "
+                                     "directly (inside the rollout, recipe 'rollout', or on recorded windows, recipe "
+                                     "'hybrid'). Resumes from the latest checkpoint in --out unless --no-resume.")
     shipped = ", ".join(shipped_names(TRAIN_CONFIG_DIR))
     fit.add_argument("--config", default=DEFAULT_CONFIG,
                      help=f"training config: a YAML file or a shipped name ({shipped}; default {DEFAULT_CONFIG}; "
@@ -131,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--synthetic", type=int, default=0, metavar="N",
                      help="train on N synthetic episodes from the simulator instead of a NAD (self-check)")
     fit.add_argument("--synthetic-frames", type=int, default=400, help="frames per synthetic episode (default 400)")
-    fit.add_argument("--quiet", action="store_true", help="no progress bar")
+    fit.add_argument("--quiet", action="store_true",
+                     help="no progress output (default: a bar on a terminal, a line every few seconds otherwise)")
     fit.set_defaults(handler=run_fit)
 
     export = sub.add_parser("export", help="export a trained run to ONNX (model contract, metadata)",

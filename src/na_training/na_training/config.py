@@ -18,8 +18,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class LossConfig:
-    """Loss weights 100·(arm + 0.02·gripper_mm) + 30·force + 1·gate (paper Appendix B-a;
-    docs/REFERENCES.md, Authors' setup)."""
+    """Loss weights (paper Appendix B-a): 100·(arm + 0.02·gripper_mm) + 30·force + 1·gate."""
 
     position_weight: float = 100.0
     gripper_weight: float = 0.02
@@ -32,6 +31,9 @@ class LossConfig:
     mask_invalid_force: bool = True        # per-channel validity mask on the force loss
     condition_joint: str = "joint3"        # the supervised condition channel (paper Sec. IV-G)
     condition_tasks: tuple[str, ...] = ()  # tasks whose episodes carry the condition loss; () = every labelled one
+    # Not in the paper: class-balanced condition loss, restricted frames carry this share of it (0: plain BCE
+    # over frames as the paper; 0.5: both classes alike, whatever their frame counts).
+    condition_restricted_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -49,14 +51,54 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Differentiable simulator settings: 4 substeps of 0.00425 s, velocity clip 10 rad/s, float64
-    (docs/REFERENCES.md, Authors' setup)."""
+    """Differentiable simulator settings (the authors' setup: 4 substeps of 0.00425 s, velocity clip
+    10 rad/s, float64)."""
 
     substeps: int = 4
     max_joint_velocity: float = 10.0
     float64: bool = True
     remat: bool = True                     # jax.checkpoint on each frame of the rollout (memory for BPTT)
+    unroll_substeps: int = 1               # lax.scan unroll of the substeps of one frame
+    unroll_frames: int = 1                 # lax.scan unroll of the frames of a rollout
     initial_position_noise: float = 0.15   # rad, uniform on the arm joints' initial simulated position (training only)
+
+
+RECIPES = ("rollout", "hybrid")
+GATE_TARGETS = ("contact", "force_threshold")
+
+
+@dataclass(frozen=True)
+class HybridConfig:
+    """The ``hybrid`` recipe (not the paper's pure form): the force, gate and condition heads learn from
+    windows of *recorded* features, built as the deployed estimator builds them and batched over thousands
+    of frames, while the torque surrogate keeps learning through MJX rollouts (pose loss)."""
+
+    batch_size: int = 2048                 # recorded windows per step
+    label_shift: int = 0                   # window ending at t <-> labels at t + shift (the evaluators use t)
+    gate_target: str = "contact"           # "contact": the NAD contact label; "force_threshold": |f| > eps
+    torque_weight: float = 0.0             # inverse-dynamics warm start of the torque head (an addition)
+    torque_steps: int = 0                  # the warm-start term applies to steps < torque_steps (0: every step)
+    rollout_every: int = 1                 # a rollout (pose loss) in every k-th step; 0: none
+    rollout_start: int = 0                 # first step with a rollout
+    rollout_weight: float = 1.0            # factor on the rollout loss in the steps that have one
+    rollout_heads: bool = False            # also the paper's rollout-conditioned force/gate/condition losses
+    eval_windows: int = 8192               # recorded validation windows per validation
+    # Augmentation of the recorded windows (not in the paper): a uniform random offset per window and motor
+    # on channels that differ between sessions and rigs (ambient/warm-up temperature, supply voltage), so
+    # that the heads cannot tell episodes apart by them (the condition head otherwise memorises them).
+    augment_temperature: float = 0.0       # degC, offsets in [-a, a]
+    augment_voltage: float = 0.0           # V, offsets in [-a, a]
+
+    def has_rollout(self, step: int) -> bool:
+        """Whether optimisation step ``step`` (0-based) includes a rollout."""
+        return self.rollout_every > 0 and step >= self.rollout_start and (step - self.rollout_start) % \
+            self.rollout_every == 0
+
+    def torque_weight_at(self, step: int) -> float:
+        """Weight of the inverse-dynamics torque term at step ``step`` (0 once ``torque_steps`` have passed)."""
+        if self.torque_weight <= 0 or (self.torque_steps and step >= self.torque_steps):
+            return 0.0
+        return float(self.torque_weight)
 
 
 @dataclass(frozen=True)
@@ -65,6 +107,8 @@ class TrainConfig:
     loss: LossConfig = field(default_factory=LossConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     sim: SimConfig = field(default_factory=SimConfig)
+    hybrid: HybridConfig = field(default_factory=HybridConfig)
+    recipe: str = "rollout"                # "rollout": the paper's pure form; "hybrid": see HybridConfig
     batch_size: int = 16
     steps: int = 30_000
     # Horizon curriculum (paper Appendix B-b): [start_step, horizon] pairs, 128 -> 256 -> 320.
@@ -112,7 +156,8 @@ def _build(cls, raw: dict[str, Any] | None, where: str):
 
 def config_from_dict(raw: dict[str, Any], where: str = "config") -> TrainConfig:
     raw = dict(raw or {})
-    sections = {"model": ModelConfig, "loss": LossConfig, "optim": OptimConfig, "sim": SimConfig}
+    sections = {"model": ModelConfig, "loss": LossConfig, "optim": OptimConfig, "sim": SimConfig,
+                "hybrid": HybridConfig}
     built = {name: _build(cls, raw.pop(name, None), f"{where}: {name}") for name, cls in sections.items()}
     if "curriculum" in raw:
         try:
@@ -140,6 +185,18 @@ def validate(config: TrainConfig, where: str = "config") -> None:
         problems.append("sim.substeps must be >= 1")
     if not 0.0 <= config.optim.ema_decay < 1.0:
         problems.append("optim.ema_decay must be in [0, 1)")
+    if not 0.0 <= config.loss.condition_restricted_share < 1.0:
+        problems.append("loss.condition_restricted_share must be in [0, 1)")
+    if config.recipe not in RECIPES:
+        problems.append(f"recipe must be one of {list(RECIPES)}, got {config.recipe!r}")
+    hybrid = config.hybrid
+    if hybrid.gate_target not in GATE_TARGETS:
+        problems.append(f"hybrid.gate_target must be one of {list(GATE_TARGETS)}, got {hybrid.gate_target!r}")
+    if hybrid.augment_temperature < 0 or hybrid.augment_voltage < 0:
+        problems.append("hybrid.augment_temperature and hybrid.augment_voltage must be >= 0")
+    if hybrid.batch_size < 1 or hybrid.label_shift < 0 or hybrid.rollout_every < 0 or hybrid.eval_windows < 1:
+        problems.append("hybrid.batch_size and hybrid.eval_windows must be >= 1, hybrid.label_shift and "
+                        "hybrid.rollout_every >= 0")
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))
 

@@ -34,13 +34,14 @@ import numpy as np
 
 from na_common import topics as suite_topics
 from na_common.config_files import ConfigFileError, resolve_config
+from na_description.spec import JointNameError, joint_order
 from na_description.yaml_file import load_yaml_mapping
 from na_training import CONFIG_DIR, align, labels
 from na_training.align import NS_PER_S, AlignmentError
 from na_training.cdr_columns import CdrError, MessageGroup, message_groups
 from na_training.labels import FixturePose, LabelError
 from na_training.nad import AXES, Column, NadError, NadWriter, build_columns, write_episode_table
-from na_training.progress import Progress
+from na_training.progress import ItemProgress
 from na_training.workers import OrderedWorkers, available_cpus
 
 if TYPE_CHECKING:
@@ -152,15 +153,16 @@ ARM_SCALAR_FIELDS = ("gripper_slide", "goal_gripper_slide", "bus_cycle_duration"
 
 
 def _joint_order(group: MessageGroup, joint_names: Sequence[str], what: str) -> tuple[np.ndarray, int]:
-    """Indices that put a group's per-joint values in ``joint_names`` order, and the count its
-    messages must carry (the names given, else one per joint)."""
+    """Indices that put a group's per-joint values in ``joint_names`` order (the suite's one name mapping,
+    :func:`na_description.spec.joint_order`), and the count its messages must carry."""
     names = list(group.string("name"))
-    if names and names != list(joint_names):
-        missing = [j for j in joint_names if j not in names]
-        if missing:
-            raise ConvertError(f"{what}: message {group.first} lacks joints {missing} (has {names})")
-    order = [names.index(j) for j in joint_names] if names else list(range(len(joint_names)))
-    return np.asarray(order, dtype=np.int64), len(names) or len(joint_names)
+    if not names:                  # unnamed messages carry the joints in the robot's order
+        return np.arange(len(joint_names), dtype=np.int64), len(joint_names)
+    try:
+        order = joint_order(names, joint_names, allow_extra=True)   # extra servos' values are left out
+    except JointNameError as err:
+        raise ConvertError(f"{what}: message {group.first}: {err}") from None
+    return order.astype(np.int64), len(names)
 
 
 def _arm_state_group(group: MessageGroup, joint_names: Sequence[str], what: str) -> dict[str, np.ndarray]:
@@ -680,7 +682,7 @@ def _convert_all(paths: Sequence[Path], recorded: Sequence[Mapping[str, int]], j
                  workers: OrderedWorkers, *, skip_bad: bool, progress: bool) -> _Converted:
     """Convert every bag in the workers and take their episodes in bag order."""
     done = _Converted()
-    shown = Progress("convert", len(paths), "bag", enabled=progress)
+    shown = ItemProgress("convert", len(paths), "bag", enabled=progress)
     try:
         tasks = [(job, path, writer.staged_path(k)) for k, path in enumerate(paths)]
         for k, result in enumerate(workers.run(convert_bag, tasks)):

@@ -1,8 +1,13 @@
-"""Training losses (paper Eq. 13-18, Appendix B-a; docs/REFERENCES.md, Authors' setup).
+"""Training losses (paper Eq. 13-18, Appendix B-a).
 
 L = w_pos (L_arm + w_grip L_grip) + w_force L_force + w_gate L_gate + w_cond L_cond with Smooth-L1 on the
 arm joints (rad) and the gripper slide (mm), a Huber force loss with nonzero-force up-weighting and a
 per-channel validity mask, BCE on the contact gate and on the supervised joint's condition score.
+
+Two places use the head terms (:func:`head_losses`, one implementation): the rollout
+(:func:`rollout_losses`, the paper's form, heads fed with simulated-state windows) and the recorded
+windows (:func:`supervised_losses`, heads fed exactly as the deployed estimator feeds them), which can
+also carry the inverse-dynamics warm start of the torque head.
 """
 
 from __future__ import annotations
@@ -29,33 +34,79 @@ def _masked_mean(values: jax.Array, mask: jax.Array) -> jax.Array:
     return jnp.sum(values * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
-def rollout_losses(outputs: dict[str, jax.Array], batch: dict[str, jax.Array], config: LossConfig, n_arm: int,
-                   condition_channel: int) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Total loss and its parts for one rollout batch (outputs of :func:`na_training.rollout.rollout`)."""
-    error = outputs["qpos"] - batch["target_qpos"]
-    arm = jnp.mean(smooth_l1(error[..., :n_arm], 1.0))
-    gripper_mm = jnp.mean(smooth_l1(error[..., n_arm:] * METRES_TO_MM, 1.0))
-
-    force_label = batch["force"]
-    valid = batch["force_valid"].astype(force_label.dtype)
+def head_losses(outputs: dict[str, jax.Array], labels: dict[str, jax.Array], gate_target: jax.Array | None,
+                config: LossConfig, condition_channel: int) -> dict[str, jax.Array]:
+    """Force (Huber on the gated force, nonzero labels up-weighted, invalid channels masked), gate BCE and
+    condition BCE for outputs/labels of any leading shape. ``gate_target`` None: |f| > contact_threshold
+    on the labelled force (paper Sec. III-D)."""
+    force_label = labels["force"].astype(jnp.float32)
+    valid = labels["force_valid"].astype(jnp.float32)
     if not config.mask_invalid_force:
         valid = jnp.ones_like(valid)
     labelled = force_label * valid
     nonzero = jnp.linalg.norm(labelled, axis=-1) > config.contact_threshold
     sample_weight = jnp.where(nonzero, config.nonzero_force_weight, 1.0)[..., None]
-    huber = smooth_l1(outputs["force"] - force_label, config.force_beta)
+    predicted = outputs["force"].astype(jnp.float32)
+    huber = smooth_l1(predicted - force_label, config.force_beta)
     force = jnp.sum(sample_weight * valid * huber) / jnp.maximum(jnp.sum(valid), 1.0)
+    target = nonzero if gate_target is None else gate_target
+    frame_has_label = jnp.any(valid > 0, axis=-1).astype(jnp.float32)
+    gate = _masked_mean(bce_with_logits(outputs["contact_logit"][..., 0].astype(jnp.float32),
+                                        target.astype(jnp.float32)), frame_has_label)
+    condition_mask = labels["condition_mask"].astype(jnp.float32)
+    condition_label = labels["condition"].astype(jnp.float32)
+    condition_bce = bce_with_logits(outputs["condition_logit"][..., condition_channel].astype(jnp.float32),
+                                    condition_label)
+    share = config.condition_restricted_share
+    if share > 0:        # class-balanced: restricted frames (label 0) carry ``share`` of the term, nominal the rest
+        condition = ((1.0 - share) * _masked_mean(condition_bce, condition_mask * condition_label)
+                     + share * _masked_mean(condition_bce, condition_mask * (1.0 - condition_label)))
+    else:
+        condition = _masked_mean(condition_bce, condition_mask)
+    return {"force": force, "gate": gate, "condition": condition,
+            "force_mae": _masked_mean(jnp.abs(predicted - force_label), valid)}
 
-    frame_has_label = jnp.any(valid > 0, axis=-1).astype(force_label.dtype)
-    gate = _masked_mean(bce_with_logits(outputs["contact_logit"][..., 0], nonzero.astype(force_label.dtype)),
-                        frame_has_label)
-    condition_mask = batch["condition_mask"].astype(force_label.dtype)
-    condition = _masked_mean(bce_with_logits(outputs["condition_logit"][..., condition_channel],
-                                             batch["condition"]), condition_mask)
 
-    total = (config.position_weight * (arm + config.gripper_weight * gripper_mm) + config.force_weight * force
-             + config.gate_weight * gate + config.condition_weight * condition)
-    parts = {"loss": total, "arm": arm, "gripper_mm": gripper_mm, "force": force, "gate": gate,
-             "condition": condition, "force_mae": _masked_mean(jnp.abs(outputs["force"] - force_label), valid),
-             "arm_mae_rad": jnp.mean(jnp.abs(error[..., :n_arm]))}
-    return total, parts
+def pose_losses(qpos: jax.Array, target_qpos: jax.Array, n_arm: int) -> dict[str, jax.Array]:
+    """Smooth-L1 (beta 1) on the arm joints (rad) and the gripper slide (mm) (paper Eq. 13-14)."""
+    error = qpos - target_qpos
+    return {"arm": jnp.mean(smooth_l1(error[..., :n_arm], 1.0)),
+            "gripper_mm": jnp.mean(smooth_l1(error[..., n_arm:] * METRES_TO_MM, 1.0)),
+            "arm_mae_rad": jnp.mean(jnp.abs(error[..., :n_arm]))}
+
+
+def rollout_losses(outputs: dict[str, jax.Array], batch: dict[str, jax.Array], config: LossConfig, n_arm: int,
+                   condition_channel: int, heads: bool = True) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Total loss and its parts for one rollout batch (outputs of :func:`na_training.rollout.rollout`).
+
+    ``heads`` False: the pose terms only (the rollout then trains just the torque surrogate)."""
+    parts = pose_losses(outputs["qpos"], batch["target_qpos"], n_arm)
+    total = config.position_weight * (parts["arm"] + config.gripper_weight * parts["gripper_mm"])
+    if heads:
+        parts |= head_losses(outputs, batch, None, config, condition_channel)
+        total = (total + config.force_weight * parts["force"] + config.gate_weight * parts["gate"]
+                 + config.condition_weight * parts["condition"])
+    return total, {"loss": total, **parts}
+
+
+def torque_loss(predicted: jax.Array, label: jax.Array, valid: jax.Array, bounds: jax.Array) -> jax.Array:
+    """Smooth-L1 (beta 0.05) on the torque error in units of each channel's effort bound."""
+    error = (predicted - label) / bounds
+    mask = jnp.broadcast_to(valid[..., None], error.shape).astype(jnp.float32)
+    return _masked_mean(smooth_l1(error, 0.05), mask)
+
+
+def supervised_losses(outputs: dict[str, jax.Array], batch: dict[str, jax.Array], config: LossConfig,
+                      condition_channel: int, torque_weight: float = 0.0, effort_bounds: jax.Array | None = None
+                      ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Direct losses of the heads on recorded windows (batches of :class:`na_training.windows.RecordedWindows`):
+    force, gate (target: the batch's ``contact``), condition, and the inverse-dynamics torque term when
+    ``torque_weight`` > 0."""
+    parts = head_losses(outputs, batch, batch["contact"], config, condition_channel)
+    total = (config.force_weight * parts["force"] + config.gate_weight * parts["gate"]
+             + config.condition_weight * parts["condition"])
+    if torque_weight > 0:
+        parts["torque"] = torque_loss(outputs["torque_surrogate"], batch["torque"], batch["torque_valid"],
+                                      effort_bounds)
+        total = total + torque_weight * parts["torque"]
+    return total, {"loss": total, **parts}

@@ -1,4 +1,4 @@
-"""The NeuralActuator Transformer in Flax NNX (paper Sec. III-D; docs/REFERENCES.md, Authors' setup).
+"""The NeuralActuator Transformer in Flax NNX (paper Sec. III-D).
 
 Input: raw SI feature windows ``[B, L, F]`` (the contract of ``na_estimator.features``); the
 z-score normalisation (training statistics, clip +-10) is part of the model state and applied
@@ -25,7 +25,7 @@ class ModelConfig:
     """Architecture sizes. Defaults are the paper's (d=192, 4 heads, ff=384, 4 blocks, 9 tokens).
 
     ``head_hidden`` is not given by the paper; 160 puts the 36-feature model at 1.440 M parameters,
-    the paper's 1.44 M (Table XII; docs/REFERENCES.md, Paper)."""
+    the paper's 1.44 M (Table XII)."""
 
     num_features: int = NUM_FEATURES
     history_length: int = HISTORY_LENGTH
@@ -35,6 +35,9 @@ class ModelConfig:
     d_ff: int = 384
     num_blocks: int = 4
     head_hidden: int = 160
+    # Not in the paper (one shared trunk): a second encoder of the same size for the torque surrogate, so
+    # that rollout gradients and the direct force/gate/condition losses do not compete for one trunk.
+    separate_torque_trunk: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -98,19 +101,34 @@ class MLPHead(nnx.Module):
         return self.readout(jax.nn.silu(self.hidden(x)))
 
 
+class Encoder(nnx.Module):
+    """Input projection + learned positions, pre-norm blocks, final LayerNorm, temporal mean pooling."""
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs) -> None:
+        d = config.d_model
+        self.input_projection = nnx.Linear(config.num_features, d, rngs=rngs)
+        # Explicit float32: the trainer turns x64 on for the simulator, the network stays float32.
+        self.positions = nnx.Param(nnx.initializers.normal(0.02)(rngs.params(), (config.history_length, d),
+                                                                 jnp.float32))
+        self.blocks = nnx.List([EncoderBlock(d, config.num_heads, config.d_ff, rngs=rngs)
+                                for _ in range(config.num_blocks)])
+        self.final_norm = nnx.LayerNorm(d, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        h = self.input_projection(x) + self.positions[...]
+        for block in self.blocks:
+            h = block(h)
+        return self.final_norm(h).mean(axis=1)
+
+
 class NeuralActuator(nnx.Module):
     def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs) -> None:
         self.config = config
         d = config.d_model
         self.feature_mean = FeatureNorm(jnp.zeros(config.num_features, jnp.float32))
         self.feature_std = FeatureNorm(jnp.ones(config.num_features, jnp.float32))
-        self.input_projection = nnx.Linear(config.num_features, d, rngs=rngs)
-        # Explicit float32: the trainer turns x64 on for the simulator, the network stays float32.
-        positions = nnx.initializers.normal(0.02)(rngs.params(), (config.history_length, d), jnp.float32)
-        self.positions = nnx.Param(positions)
-        self.blocks = nnx.List([EncoderBlock(d, config.num_heads, config.d_ff, rngs=rngs)
-                                for _ in range(config.num_blocks)])
-        self.final_norm = nnx.LayerNorm(d, rngs=rngs)
+        self.encoder = Encoder(config, rngs=rngs)
+        self.torque_encoder = Encoder(config, rngs=rngs) if config.separate_torque_trunk else None
         self.torque_head = MLPHead(d, config.head_hidden, config.n_motors, rngs=rngs)
         self.force_hidden = nnx.Linear(d, config.head_hidden, rngs=rngs)
         self.force_readout = nnx.Linear(config.head_hidden, 3, rngs=rngs)
@@ -121,21 +139,27 @@ class NeuralActuator(nnx.Module):
         self.feature_mean[...] = jnp.asarray(mean, jnp.float32)
         self.feature_std[...] = jnp.asarray(std, jnp.float32)
 
+    def _normalise(self, features: jax.Array) -> jax.Array:
+        x = features.astype(jnp.float32)
+        return jnp.clip((x - self.feature_mean[...]) / self.feature_std[...], -NORMALISED_CLIP, NORMALISED_CLIP)
+
+    def torque_surrogate(self, features: jax.Array) -> jax.Array:
+        """Only the torque surrogate ``[B, n]`` (what the rollout needs when no other head is trained in it)."""
+        x = self._normalise(features)
+        return self.torque_head((self.torque_encoder or self.encoder)(x))
+
     def __call__(self, features: jax.Array) -> dict[str, jax.Array]:
         """Raw feature windows ``[B, L, F]`` -> outputs of the model contract (docs/ARCHITECTURE.md)."""
-        x = features.astype(jnp.float32)
-        x = jnp.clip((x - self.feature_mean[...]) / self.feature_std[...], -NORMALISED_CLIP, NORMALISED_CLIP)
-        h = self.input_projection(x) + self.positions[...]
-        for block in self.blocks:
-            h = block(h)
-        pooled = self.final_norm(h).mean(axis=1)
+        x = self._normalise(features)
+        pooled = self.encoder(x)
+        torque_pooled = pooled if self.torque_encoder is None else self.torque_encoder(x)
         force_feature = jax.nn.silu(self.force_hidden(pooled))
         force_raw = self.force_readout(force_feature)
         gate_logit = self.gate_readout(force_feature)
         contact_prob = jax.nn.sigmoid(gate_logit)
         condition_logit = self.condition_head(pooled)
         return {
-            "torque_surrogate": self.torque_head(pooled),
+            "torque_surrogate": self.torque_head(torque_pooled),
             "force_raw": force_raw,
             "contact_logit": gate_logit,
             "contact_prob": contact_prob,

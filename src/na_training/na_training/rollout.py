@@ -3,8 +3,9 @@
 At every frame the model sees a window whose current token is built, through the shared feature
 contract, from the *simulated* position, velocity and slide (tracking errors recomputed) and the
 *recorded* goals and telemetry (current, voltage, temperature); its clipped torque surrogate then
-drives ``substeps`` MuJoCo steps (paper Sec. III-D, Eq. 10; docs/REFERENCES.md, Authors' setup). ``lax.scan`` over
-frames, reverse-mode gradients through the whole horizon (BPTT), ``jax.checkpoint`` per frame.
+drives ``substeps`` MuJoCo steps (paper Sec. III-D, Eq. 10). ``lax.scan`` over frames carrying only
+the simulator coordinates, reverse-mode gradients through the whole horizon (BPTT), optionally
+``jax.checkpoint`` per frame (``sim.remat``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ with contextlib.redirect_stdout(io.StringIO()):
 
 
 def enable_float64(enabled: bool = True) -> None:
-    """MJX runs in float64 when x64 is on (docs/REFERENCES.md, Authors' setup); the model itself stays float32."""
+    """MJX runs in float64 when x64 is on (the authors' setting); the model itself stays float32."""
     jax.config.update("jax_enable_x64", bool(enabled))
 
 
@@ -77,8 +78,18 @@ class ArmSimulator:
             state = mjx.step(self.mjx_model, state)
             return state.replace(qvel=jnp.clip(state.qvel, -limit, limit)), None
 
-        data, _ = jax.lax.scan(substep, data, None, length=self.config.substeps)
+        data, _ = jax.lax.scan(substep, data, None, length=self.config.substeps, unroll=self.config.unroll_substeps)
         return data
+
+    def advance_coordinates(self, qpos: jax.Array, qvel: jax.Array, torque: jax.Array
+                            ) -> tuple[jax.Array, jax.Array]:
+        """:meth:`advance` on the model's full ``qpos``/``qvel`` vectors (unbatched).
+
+        Without contacts and constraints MuJoCo's step depends on nothing else of the state (no
+        activations, no warm start is used), so a rollout needs to carry (and store for the backward
+        pass) only these two small vectors instead of the whole ``mjx.Data``."""
+        data = self.advance(self._blank.replace(qpos=qpos, qvel=qvel), torque)
+        return data.qpos, data.qvel
 
     def joints(self, data: mjx.Data) -> tuple[jax.Array, jax.Array]:
         """Spec-ordered position and velocity of a (batched) state."""
@@ -97,34 +108,39 @@ def simulated_features(spec: RobotSpec, goal, qpos, qvel, current, voltage, temp
 
 
 def rollout(graphdef: nnx.GraphDef, params: nnx.State, rest: nnx.State, simulator: ArmSimulator,
-            batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
+            batch: dict[str, jax.Array], heads: bool = True) -> dict[str, jax.Array]:
     """Roll the model + simulator over ``batch`` (arrays from :mod:`na_training.batches`).
 
     batch: ``history [B, L-1, F]`` recorded past tokens, ``qpos0``/``qvel0 [B, n]`` initial simulated
     state, per-frame ``goal``/``current``/``voltage``/``temperature`` ``[B, H, n]``.
     Returns per-frame ``[B, H, ...]``: the simulated ``qpos`` after each frame (the state at t+1) and
-    the model outputs at t (``torque_surrogate``, ``force``, ``contact_logit``, ``condition_logit``).
+    the model outputs at t (``torque_surrogate`` and, with ``heads``, ``force``, ``contact_logit``,
+    ``condition_logit``; without, only the torque path of the model is evaluated).
     """
     spec = simulator.spec
     model = nnx.merge(graphdef, params, rest)
     state = jax.vmap(simulator.initial_state)(batch["qpos0"], batch["qvel0"])
-    advance = jax.vmap(simulator.advance)
+    advance = jax.vmap(simulator.advance_coordinates)
     if simulator.config.remat:
         advance = jax.checkpoint(advance)
     per_frame = {k: jnp.swapaxes(batch[k], 0, 1) for k in ("goal", "current", "voltage", "temperature")}
+    qpos_index, dof_index = simulator.qpos_index, simulator.dof_index
 
     def frame(carry, inputs):
-        data, past = carry
-        qpos, qvel = simulator.joints(data)
+        qpos_full, qvel_full, past = carry
+        qpos, qvel = qpos_full[..., qpos_index], qvel_full[..., dof_index]
         current_token = simulated_features(spec, inputs["goal"], qpos, qvel, inputs["current"], inputs["voltage"],
                                            inputs["temperature"])
         window = jnp.concatenate([past, current_token[:, None, :].astype(past.dtype)], axis=1)
-        outputs = model(window)
-        data = advance(data, outputs["torque_surrogate"])
-        next_qpos, _ = simulator.joints(data)
-        emitted = {"qpos": next_qpos, "torque_surrogate": outputs["torque_surrogate"], "force": outputs["force"],
-                   "contact_logit": outputs["contact_logit"], "condition_logit": outputs["condition_logit"]}
-        return (data, window[:, 1:]), emitted
+        if heads:
+            outputs = model(window)
+            emitted = {k: outputs[k] for k in ("torque_surrogate", "force", "contact_logit", "condition_logit")}
+        else:
+            emitted = {"torque_surrogate": model.torque_surrogate(window)}
+        qpos_full, qvel_full = advance(qpos_full, qvel_full, emitted["torque_surrogate"])
+        emitted["qpos"] = qpos_full[..., qpos_index]
+        return (qpos_full, qvel_full, window[:, 1:]), emitted
 
-    _, emitted = jax.lax.scan(frame, (state, batch["history"]), per_frame)
+    _, emitted = jax.lax.scan(frame, (state.qpos, state.qvel, batch["history"]), per_frame,
+                              unroll=simulator.config.unroll_frames)
     return {k: jnp.swapaxes(v, 0, 1) for k, v in emitted.items()}

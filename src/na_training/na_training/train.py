@@ -1,5 +1,6 @@
-"""The training loop: BPTT through the MJX rollout, AdamW + warm-up/cosine, EMA, validation,
-Orbax checkpoints with the run description beside them, resume, JSON-lines metrics, progress bar.
+"""The training loop: BPTT through the MJX rollout (and, in the hybrid recipe, direct losses on recorded
+windows), AdamW + warm-up/cosine, EMA, validation, Orbax checkpoints with the run description beside
+them, resume, JSON-lines metrics, progress that says what it is doing.
 
 Run directory layout::
 
@@ -23,15 +24,17 @@ import numpy as np
 import optax
 import orbax.checkpoint as ocp
 from flax import nnx
-from tqdm import tqdm
 
 from na_description import RobotSpec, load_spec
 from na_estimator.features import SCHEMA_VERSION, FeatureStats, feature_names
 from na_training.batches import DataError, TrainingEpisode, WindowSampler
 from na_training.config import TrainConfig, config_from_dict
-from na_training.losses import rollout_losses
+from na_training.inverse_dynamics import InverseDynamics
+from na_training.losses import rollout_losses, supervised_losses
 from na_training.model import NeuralActuator, build_model, parameter_count
+from na_training.progress import StepProgress
 from na_training.rollout import ArmSimulator, enable_float64, rollout
+from na_training.windows import RecordedWindows, augment_offsets
 
 RUN_FILE = "run.json"
 
@@ -71,15 +74,26 @@ class TrainState:
     opt_state: Any
 
 
+ROLLOUT_BATCH_KEYS = ("history", "qpos0", "qvel0", "goal", "current", "voltage", "temperature", "target_qpos",
+                      "force", "force_valid", "condition", "condition_mask")
+
+
 class Trainer:
-    """Owns the model, the simulator, the jitted step functions and the run directory."""
+    """Owns the model, the simulator, the jitted step functions and the run directory.
+
+    Two recipes (``config.recipe``): ``rollout``, the paper's pure form, where every head is trained inside
+    the MJX rollout; ``hybrid``, where the force, gate and condition heads learn from recorded windows
+    (:mod:`na_training.windows`) and the torque surrogate through rollouts every ``hybrid.rollout_every``
+    steps (see :class:`na_training.config.HybridConfig`)."""
 
     def __init__(self, config: TrainConfig, train_episodes: Sequence[TrainingEpisode],
                  val_episodes: Sequence[TrainingEpisode] = (), run_dir: str | Path | None = None,
-                 spec: RobotSpec | None = None, stats: FeatureStats | None = None) -> None:
+                 spec: RobotSpec | None = None, stats: FeatureStats | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
         enable_float64(config.sim.float64)
         self.config = config
         self.spec = spec or load_spec()
+        self.log = log or (lambda text: None)
         if config.model.n_motors != self.spec.n_motors:
             raise DataError(f"model.n_motors is {config.model.n_motors}, the robot has {self.spec.n_motors} motors")
         self.stats = stats or fit_feature_stats(train_episodes, self.spec)
@@ -87,23 +101,69 @@ class Trainer:
         self.model.set_feature_stats(self.stats.mean, self.stats.std)
         self.graphdef, params, self.rest = nnx.split(self.model, nnx.Param, ...)
         self.simulator = ArmSimulator(self.spec, config.sim)
-        self.train_sampler = WindowSampler(train_episodes, self.stats.mean, config.model.history_length,
-                                           config.label_shift)
-        self.val_sampler = (WindowSampler(val_episodes, self.stats.mean, config.model.history_length,
-                                          config.label_shift) if val_episodes else None)
+        self.hybrid = config.recipe == "hybrid"
+        self.uses_rollouts = not self.hybrid or config.hybrid.rollout_every > 0
+        history = config.model.history_length
+        self.train_sampler = self.val_sampler = None
+        if self.uses_rollouts:
+            self.train_sampler = WindowSampler(train_episodes, self.stats.mean, history, config.label_shift)
+            self.val_sampler = (WindowSampler(val_episodes, self.stats.mean, history, config.label_shift)
+                                if val_episodes else None)
+        self.train_windows = self.val_windows = None
+        if self.hybrid:
+            self.train_windows = self._recorded_windows(train_episodes)
+            self.val_windows = self._recorded_windows(val_episodes) if val_episodes else None
         self.optimizer = make_optimizer(config)
         self.state = TrainState(0, params, jax.tree.map(jnp.array, params), self.optimizer.init(params))
         self.run_dir = Path(run_dir) if run_dir else None
         self.condition_channel = self.spec.joint_names.index(config.loss.condition_joint)
+        self.effort_bounds = jnp.asarray(self.spec.effort_bounds, jnp.float32)
         # One compiled rollout for training and validation (same batch shapes): MJX compiles slowly on CPUs.
         self._loss_and_grad = jax.jit(jax.value_and_grad(self._loss_impl, has_aux=True))
+        self._supervised_grad = jax.jit(jax.value_and_grad(self._supervised_impl, has_aux=True))
+        self._supervised_eval = jax.jit(self._supervised_impl)
+        self._hybrid_grad = jax.jit(jax.value_and_grad(self._hybrid_impl, has_aux=True))
         self._apply_gradients = jax.jit(self._apply_gradients_impl)
+        self._compiled: set[tuple] = set()
         self._manager: ocp.CheckpointManager | None = None
+
+    def _recorded_windows(self, episodes: Sequence[TrainingEpisode]) -> RecordedWindows:
+        hybrid = self.config.hybrid
+        torque = None
+        if hybrid.torque_weight > 0:
+            inverse = InverseDynamics(self.spec)
+            torque = [inverse.episode_torques(ep) for ep in episodes]
+        return RecordedWindows(episodes, self.stats.mean, self.config.model.history_length,
+                               label_shift=hybrid.label_shift, gate_rule=hybrid.gate_target,
+                               contact_threshold=self.config.loss.contact_threshold, torque_labels=torque)
 
     # ------------------------------------------------------------------ pure functions (jitted)
     def _loss_impl(self, params: nnx.State, batch: dict[str, jax.Array]) -> tuple[jax.Array, dict[str, jax.Array]]:
-        outputs = rollout(self.graphdef, params, self.rest, self.simulator, batch)
-        return rollout_losses(outputs, batch, self.config.loss, self.spec.n_arm, self.condition_channel)
+        """The rollout loss (pose, plus the heads in the paper's recipe or with ``hybrid.rollout_heads``)."""
+        heads = not self.hybrid or self.config.hybrid.rollout_heads
+        outputs = rollout(self.graphdef, params, self.rest, self.simulator, batch, heads=heads)
+        return rollout_losses(outputs, batch, self.config.loss, self.spec.n_arm, self.condition_channel, heads=heads)
+
+    def _supervised_impl(self, params: nnx.State, batch: dict[str, jax.Array], torque_weight: jax.Array
+                         ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        model = nnx.merge(self.graphdef, params, self.rest)
+        outputs = model(batch["windows"])
+        total, parts = supervised_losses(outputs, batch, self.config.loss, self.condition_channel,
+                                         torque_weight=1.0 if self.train_windows.has_torque else 0.0,
+                                         effort_bounds=self.effort_bounds)
+        if "torque" in parts:         # the warm-start term is switched by the traced weight (one compilation)
+            total = total + (torque_weight - 1.0) * parts["torque"]
+            parts["loss"] = total
+        return total, parts
+
+    def _hybrid_impl(self, params: nnx.State, supervised: dict[str, jax.Array], rollout_batch: dict[str, jax.Array],
+                     torque_weight: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+        direct, parts = self._supervised_impl(params, supervised, torque_weight)
+        pose, rolled = self._loss_impl(params, rollout_batch)
+        total = direct + self.config.hybrid.rollout_weight * pose
+        parts = parts | {("rollout_" + k if k in parts else k): v for k, v in rolled.items()}
+        parts["loss"] = total
+        return total, parts
 
     def _apply_gradients_impl(self, params, ema, opt_state, grads):
         updates, opt_state = self.optimizer.update(grads, opt_state, params)
@@ -114,7 +174,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ batches
     def train_batch(self, step: int) -> dict[str, np.ndarray]:
-        """The batch of ``step``: a function of (seed, step) only, so resumed runs draw the same windows."""
+        """The rollout batch of ``step``: a function of (seed, step) only, so resumed runs draw the same windows."""
         rng = np.random.default_rng([self.config.seed, step])
         batch = self.train_sampler.sample(rng, self.config.batch_size, self.config.horizon_at(step))
         noise = self.config.sim.initial_position_noise
@@ -123,35 +183,108 @@ class Trainer:
             batch["qpos0"][:, :n_arm] += rng.uniform(-noise, noise, size=(batch["qpos0"].shape[0], n_arm))
         return batch
 
+    def supervised_batch(self, step: int) -> dict[str, np.ndarray]:
+        """The recorded-window batch of ``step`` (hybrid recipe), a function of (seed, step) only."""
+        rng = np.random.default_rng([self.config.seed, step, 1])
+        hybrid = self.config.hybrid
+        batch = self.train_windows.sample(rng, hybrid.batch_size)
+        augment_offsets(batch, rng, {"temperature": hybrid.augment_temperature, "voltage": hybrid.augment_voltage},
+                        feature_names(self.spec))
+        return batch
+
+    def has_rollout(self, step: int) -> bool:
+        """Whether optimisation step ``step`` (0-based) includes a rollout."""
+        return not self.hybrid or self.config.hybrid.has_rollout(step)
+
+    # ------------------------------------------------------------------ steps
+    def _call(self, key: tuple, what: str, function: Callable, *args):
+        """Run a jitted function, saying so when its first call for these shapes compiles it."""
+        if key in self._compiled:
+            return function(*args)
+        self.log(f"compiling {what} ...")
+        start = time.perf_counter()
+        result = jax.block_until_ready(function(*args))
+        self.log(f"compiled {what} in {time.perf_counter() - start:.0f} s")
+        self._compiled.add(key)
+        return result
+
+    def _rollout_name(self, horizon: int, batch_size: int) -> str:
+        return f"the rollout step (horizon {horizon}, batch {batch_size})"
+
+    def _hybrid_name(self, horizon: int) -> str:
+        return f"the hybrid step (recorded windows + rollout of horizon {horizon}, batch {self.config.batch_size})"
+
     def step(self) -> dict[str, float]:
         """One optimisation step; returns its metrics."""
-        batch = self.train_batch(self.state.step)
-        (_, parts), grads = self._loss_and_grad(self.state.params, batch)
-        params, ema, opt_state, grad_norm = self._apply_gradients(self.state.params, self.state.ema,
-                                                                  self.state.opt_state, grads)
-        self.state = TrainState(self.state.step + 1, params, ema, opt_state)
+        step = self.state.step
+        params = self.state.params
+        if not self.hybrid:
+            batch = self.train_batch(step)
+            horizon = batch["goal"].shape[1]
+            (_, parts), grads = self._call(("rollout", horizon), self._rollout_name(horizon, self.config.batch_size),
+                                           self._loss_and_grad, params, batch)
+        else:
+            supervised = self.supervised_batch(step)
+            weight = jnp.float32(self.config.hybrid.torque_weight_at(step))
+            if self.has_rollout(step):
+                batch = self.train_batch(step)
+                horizon = batch["goal"].shape[1]
+                (_, parts), grads = self._call(("hybrid", horizon), self._hybrid_name(horizon), self._hybrid_grad,
+                                               params, supervised, batch, weight)
+            else:
+                (_, parts), grads = self._call(("supervised",), "the recorded-window step", self._supervised_grad,
+                                               params, supervised, weight)
+        params, ema, opt_state, grad_norm = self._apply_gradients(params, self.state.ema, self.state.opt_state, grads)
+        self.state = TrainState(step + 1, params, ema, opt_state)
         return {k: float(v) for k, v in parts.items()} | {"grad_norm": float(grad_norm)}
 
+    def step_frames(self, step: int) -> tuple[int, int]:
+        """(rollout frames, recorded windows) that optimisation step ``step`` processes."""
+        frames = self.config.batch_size * self.config.horizon_at(step) if self.has_rollout(step) else 0
+        return frames, (self.config.hybrid.batch_size if self.hybrid else 0)
+
     def validate(self, use_ema: bool = True) -> dict[str, float]:
-        """Mean losses over fixed validation windows at the current horizon (no initial noise)."""
-        if self.val_sampler is None:
-            return {}
-        horizon = self.config.horizon_at(self.state.step)
-        try:
-            batches = self.val_sampler.fixed(self.config.eval_batches, self.config.batch_size, horizon,
-                                             seed=self.config.seed)
-        except DataError:
-            return {}
+        """Mean losses over fixed validation sets: recorded windows (hybrid) and rollout windows at the
+        current horizon (no initial noise)."""
         params = self.state.ema if use_ema else self.state.params
         totals: dict[str, float] = {}
-        for batch in batches:
-            (_, parts), _ = self._loss_and_grad(params, batch)
+
+        def add(parts: dict, count: int, prefix: str = "") -> None:
             for k, v in parts.items():
-                totals[k] = totals.get(k, 0.0) + float(v) / len(batches)
+                totals[prefix + k] = totals.get(prefix + k, 0.0) + float(v) / count
+
+        if self.val_windows is not None:
+            count = max(1, self.config.hybrid.eval_windows // self.config.hybrid.batch_size)
+            batches = self.val_windows.fixed(count, self.config.hybrid.batch_size, seed=self.config.seed)
+            weight = jnp.float32(0.0)
+            for batch in batches:
+                _, parts = self._call(("supervised_eval",), "the recorded-window validation", self._supervised_eval,
+                                      params, batch, weight)
+                add(parts, len(batches))
+        if self.val_sampler is not None:
+            horizon = self.config.horizon_at(self.state.step)
+            try:
+                batches = self.val_sampler.fixed(self.config.eval_batches, self.config.batch_size, horizon,
+                                                 seed=self.config.seed)
+            except DataError:
+                batches = []
+            for batch in batches:
+                if self.hybrid:      # the compiled hybrid step (no second compilation); its rollout parts
+                    supervised = self.train_windows.take(np.arange(self.config.hybrid.batch_size) % len(
+                        self.train_windows))
+                    (_, parts), _ = self._call(("hybrid", horizon), self._hybrid_name(horizon), self._hybrid_grad,
+                                               params, supervised, batch, jnp.float32(0.0))
+                    parts = {k: v for k, v in parts.items() if k.startswith("rollout_") or k in ("arm", "gripper_mm",
+                                                                                                 "arm_mae_rad")}
+                    parts = {(k if k.startswith("rollout_") else "rollout_" + k): v for k, v in parts.items()}
+                else:
+                    name = self._rollout_name(horizon, self.config.batch_size)
+                    (_, parts), _ = self._call(("rollout", horizon), name, self._loss_and_grad, params, batch)
+                add(parts, len(batches))
         return totals
 
     def evaluate_batch(self, batch: dict[str, np.ndarray], use_ema: bool = False) -> dict[str, float]:
-        """Losses of one batch (of the training batch size: shares the compiled training rollout)."""
+        """Rollout losses of one batch (of the training batch size: shares the compiled training rollout)."""
         (_, parts), _ = self._loss_and_grad(self.state.ema if use_ema else self.state.params, batch)
         return {k: float(v) for k, v in parts.items()}
 
@@ -198,7 +331,9 @@ class Trainer:
 
     def fit(self, steps: int | None = None, *, resume: bool = True, progress: bool = True,
             on_metrics: Callable[[dict[str, Any]], None] | None = None) -> dict[str, float]:
-        """Train up to ``steps`` total steps (default: config.steps), logging, validating, checkpointing."""
+        """Train up to ``steps`` total steps (default: config.steps), logging, validating, checkpointing.
+
+        ``progress``: a bar on a terminal, one line every few seconds otherwise (and compile notices)."""
         total = self.config.steps if steps is None else steps
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -212,34 +347,57 @@ class Trainer:
                 print(f"resumed from step {self.state.step}")
         metrics_file = open(self.run_dir / "metrics.jsonl", "a") if self.run_dir else None   # noqa: SIM115
         last: dict[str, float] = {}
-        bar = tqdm(total=total, initial=self.state.step, disable=not progress, unit="step", dynamic_ncols=True)
-        window_start, window_frames = time.perf_counter(), 0
+        bar = StepProgress(total, self.state.step, enabled=progress)
+        previous_log = self.log
+        if progress:
+            self.log = bar.note
+        window_start, window_frames, window_windows = time.perf_counter(), 0, 0
+        schedule = learning_rate_schedule(self.config)
         try:
             while self.state.step < total:
                 horizon = self.config.horizon_at(self.state.step)
+                frames, windows = self.step_frames(self.state.step)
+                compiled_before = len(self._compiled)
                 last = self.step()
-                window_frames += horizon * self.config.batch_size
+                if len(self._compiled) != compiled_before:     # the compile is not training throughput
+                    window_start, frames, windows = time.perf_counter(), 0, 0
+                window_frames += frames
+                window_windows += windows
                 step = self.state.step
                 if not np.isfinite(last["loss"]):
                     raise FloatingPointError(f"loss became {last['loss']} at step {step}")
                 elapsed = time.perf_counter() - window_start
                 rate = window_frames / elapsed if elapsed > 0 else 0.0
-                bar.update(1)
-                bar.set_postfix(loss=f"{last['loss']:.4g}", frames_s=f"{rate:.0f}", H=horizon)
+                window_rate = window_windows / elapsed if elapsed > 0 else 0.0
+                shown = {"loss": f"{last['loss']:.4g}", "force_mae": f"{last.get('force_mae', float('nan')):.3f} N"}
+                if "arm_mae_rad" in last:
+                    shown["arm_mae"] = f"{np.degrees(last['arm_mae_rad']):.2f} deg"
+                if self.uses_rollouts:
+                    shown |= {"rollout": f"{rate:.0f} frames/s", "H": horizon}
+                if self.hybrid:
+                    shown["windows"] = f"{window_rate:.0f}/s"
+                bar.update(step, shown)
                 record: dict[str, Any] | None = None
                 if step % self.config.log_every == 0 or step == total:
                     record = {"step": step, "split": "train", "horizon": horizon, "frames_per_s": rate,
-                              "lr": float(learning_rate_schedule(self.config)(step)), **last}
-                    window_start, window_frames = time.perf_counter(), 0
+                              "lr": float(schedule(step)), **last}
+                    if self.hybrid:
+                        record["windows_per_s"] = window_rate
+                    window_start, window_frames, window_windows = time.perf_counter(), 0, 0
                 if step % self.config.eval_every == 0 or step == total:
                     val = self.validate()
                     if val:
                         self._emit(metrics_file, {"step": step, "split": "val", "horizon": horizon, **val}, on_metrics)
+                        bar.note(f"validation at step {step}: " + ", ".join(
+                            f"{k} {val[k]:.4g}" for k in ("force_mae", "gate", "condition", "rollout_arm_mae_rad",
+                                                          "arm_mae_rad") if k in val))
+                    window_start, window_frames, window_windows = time.perf_counter(), 0, 0
                 if record is not None:
                     self._emit(metrics_file, record, on_metrics)
                 if self.run_dir is not None and (step % self.config.checkpoint_every == 0 or step == total):
                     self.save()
         finally:
+            self.log = previous_log
             bar.close()
             if metrics_file:
                 metrics_file.close()
@@ -255,10 +413,20 @@ class Trainer:
 
 
 def load_run(run_dir: str | Path) -> dict[str, Any]:
+    """``run.json`` of a run directory; a one-line ``ValueError`` when it is unreadable or incomplete."""
     path = Path(run_dir) / RUN_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir} is not a training run directory (no {RUN_FILE})")
-    return json.loads(path.read_text())
+    try:
+        description = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); the run directory is damaged") from None
+    if not isinstance(description, dict):
+        raise ValueError(f"{path} is not a JSON object; the run directory is damaged")
+    missing = [key for key in ("config", "feature_stats") if key not in description]
+    if missing:
+        raise ValueError(f"{path} lacks {missing}; was it written by na-train fit?")
+    return description
 
 
 def load_trained_model(run_dir: str | Path, step: int | None = None, use_ema: bool = True
@@ -278,7 +446,12 @@ def load_trained_model(run_dir: str | Path, step: int | None = None, use_ema: bo
         if step is None:
             raise FileNotFoundError(f"{run_dir}: no checkpoint")
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
-        restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
+        try:
+            restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
+        except Exception as err:      # orbax/tensorstore raise many types for a damaged or foreign checkpoint
+            first_line = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            raise ValueError(f"{run_dir}: checkpoint {step} cannot be restored ({type(err).__name__}: "
+                             f"{first_line}); is it damaged, or from another model config?") from None
     finally:
         manager.close()
     description["checkpoint_step"] = int(step)

@@ -228,40 +228,13 @@ def test_metrics_on_hand_checkable_inputs():
 
 # ------------------------------------------------------------------------------------ comparison
 
-def _write_nad(root, episodes: list[tuple[str, str, EpisodeArrays]]):
-    """A real NAD v1 (na_training.nad writer) holding synthetic episodes; unused telemetry is constant."""
-    from na_description import load_spec
-    from na_training.nad import NadWriter, build_columns
-
-    spec = load_spec()
-    columns = build_columns(spec.joint_names, ["joint3"], with_truth=False)
-    writer = NadWriter(root, columns)
-    for task, condition, e in episodes:
-        n = e.n_frames
-        data = {c.name: np.zeros(n, dtype=c.dtype) for c in columns}
-        data.update(time=e.time, stamp_ns=(e.time * 1e9).astype(np.int64), aligned=np.ones(n, bool),
-                    frame_valid=np.ones(n, bool), contact=e.contact, gripper_slide=np.full(n, 0.01),
-                    condition_joint3=np.full(n, float(e.condition)))
-        for k, joint in enumerate(spec.arm_joint_names):
-            data.update({f"position_{joint}": e.position[:, k], f"velocity_{joint}": e.velocity[:, k],
-                         f"current_{joint}": e.current[:, k], f"command_position_{joint}": e.goal_position[:, k],
-                         f"goal_position_{joint}": e.goal_position[:, k]})
-        for joint in spec.joint_names:
-            data[f"input_voltage_{joint}"] = np.full(n, 12.0)
-            data[f"temperature_{joint}"] = np.full(n, 35.0)
-        for a, axis in enumerate("xyz"):
-            data[f"force_{axis}"] = e.force[:, a]
-            data[f"force_valid_{axis}"] = np.ones(n, bool)
-        writer.add_episode({"episode_id": e.episode_id, "task": task, "task_instance": f"{task}/{condition}",
-                            "payload_grams": 0.0, "force_source": e.force_source, "condition": condition,
-                            "condition_label": float(e.condition), "frame_count": n,
-                            "duration_s": float(e.time[-1]), "source_bag": "", "source": "generated", "seed": 0,
-                            "operator": "test", "notes": "", "complete": True}, data)
-    return writer.finish({"robot": spec.name, "joint_names": spec.joint_names, "condition_joints": ["joint3"]},
-                         {}, split_seed=1)
+def _write_nad(nad_builder, root, episodes: list[tuple[str, str, EpisodeArrays]]):
+    """A real NAD v1 holding synthetic baseline episodes (split seed 1: each instance's test episode is known)."""
+    return nad_builder.write(root, [nad_builder.from_arrays(e, task, condition) for task, condition, e in episodes],
+                             split_seed=1)
 
 
-def test_run_comparison_end_to_end_on_a_nad(tmp_path, linear_data):
+def test_run_comparison_end_to_end_on_a_nad(tmp_path, linear_data, nad_builder):
     import json
 
     from na_training.baselines.compare import run_comparison
@@ -271,7 +244,7 @@ def test_run_comparison_end_to_end_on_a_nad(tmp_path, linear_data):
                                   force_profile=contact_force_profile(-PUSH, 0.8, 2.5))
     restricted = [simulate_episode(LINEAR, 4.0, seed=40 + s, restriction_stiffness=0.6, episode_id=f"band{s}")
                   for s in range(3)]
-    nad = _write_nad(tmp_path / "nad", [("free", "nominal", e) for e in free]
+    nad = _write_nad(nad_builder, tmp_path / "nad", [("free", "nominal", e) for e in free]
                      + [("push", "nominal", e) for e in [*contact, extra_push]]
                      + [("free", "restricted_joint3", e) for e in restricted])
     results = run_comparison(nad, None, tmp_path / "out")
@@ -309,7 +282,22 @@ def test_compare_scores_a_learned_predictor_with_the_same_metrics(linear_data):
     assert any("condition baselines skipped" in note for note in results["notes"])
 
 
-def _constant_onnx_model(path, n_features: int, history: int = 9) -> None:
+def contract_metadata(n_features: int, history: int, names: list[str] | None = None) -> dict[str, str]:
+    """The metadata the estimator's contract requires, for a model of this arm's features."""
+    import json
+
+    from na_description import load_spec
+    from na_estimator.features import SCHEMA_VERSION, feature_names
+
+    spec = load_spec()
+    names = feature_names(spec) if names is None else names
+    assert len(names) == n_features
+    return {"schema_version": SCHEMA_VERSION, "feature_names": json.dumps(names),
+            "feature_mean": json.dumps([0.0] * n_features), "history_length": str(history),
+            "joint_names": json.dumps(spec.joint_names), "effort_bounds": json.dumps(spec.effort_bounds.tolist())}
+
+
+def _constant_onnx_model(path, n_features: int, history: int = 9, names: list[str] | None = None) -> None:
     """A real ONNX graph with the model contract's outputs: zero force, contact ≈ 0, condition ≈ 1 (nominal)."""
     import onnx
     from onnx import TensorProto, helper
@@ -336,19 +324,20 @@ def _constant_onnx_model(path, n_features: int, history: int = 9) -> None:
     graph = helper.make_graph(nodes, "constant", [helper.make_tensor_value_info(
         "features", TensorProto.FLOAT, ["batch", history, n_features])], outputs, initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    helper.set_model_props(model, {"history_length": str(history)})
+    helper.set_model_props(model, contract_metadata(n_features, history, names))
     onnx.checker.check_model(model)
     onnx.save(model, path)
 
 
-def test_run_comparison_runs_an_onnx_model(tmp_path, linear_data):
+def test_run_comparison_runs_an_onnx_model(tmp_path, linear_data, nad_builder):
     from na_estimator.features import NUM_FEATURES
     from na_training.baselines.compare import LEARNED, run_comparison
 
     free, contact = linear_data
     band = simulate_episode(LINEAR, 4.0, seed=50, restriction_stiffness=0.6, episode_id="band")
-    nad = _write_nad(tmp_path / "nad", [("free", "nominal", e) for e in free] + [("push", "nominal", contact[0])]
-                     + [("push", "nominal", contact[1])] + [("free", "restricted_joint3", band)])
+    nad = _write_nad(nad_builder, tmp_path / "nad", [("free", "nominal", e) for e in free]
+                     + [("push", "nominal", contact[0]), ("push", "nominal", contact[1]),
+                        ("free", "restricted_joint3", band)])
     _constant_onnx_model(tmp_path / "model.onnx", NUM_FEATURES)
     results = run_comparison(nad, tmp_path / "model.onnx", tmp_path / "out")
     assert results["force_mae"][LEARNED]["free/0g"] == pytest.approx(0.0, abs=1e-9)   # zero force, zero label
@@ -366,3 +355,20 @@ def test_compare_cli_refuses_bad_input_with_a_message(tmp_path, capsys):
     assert main_compare(["--nad", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert "not a NAD directory" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_run_comparison_refuses_a_model_of_other_features_before_loading_the_nad(tmp_path):
+    from na_description import load_spec
+    from na_estimator.features import NUM_FEATURES, feature_names
+    from na_training.baselines.compare import run_comparison
+
+    names = feature_names(load_spec())
+    swapped = [names[1], names[0], *names[2:]]
+    _constant_onnx_model(tmp_path / "swapped.onnx", NUM_FEATURES, names=swapped)
+    missing_nad = tmp_path / "no_nad_here"       # never reached: the model is checked first
+    with pytest.raises(ValueError, match="different order") as refused:
+        run_comparison(missing_nad, tmp_path / "swapped.onnx", tmp_path / "out")
+    assert "\n" not in str(refused.value) and swapped[0] in str(refused.value)
+    (tmp_path / "broken.onnx").write_bytes(b"\x08\x07not a protobuf")
+    with pytest.raises(ValueError, match="not a readable ONNX model"):
+        run_comparison(missing_nad, tmp_path / "broken.onnx", tmp_path / "out")

@@ -10,15 +10,12 @@ import pytest
 PUSH = np.array([2.0, -1.0, -2.5])     # N, environment on robot, base frame
 
 
-def _write_nad(root):
+def _write_nad(nad_builder, root):
     """A NAD v1 from synthetic episodes where the baselines' assumptions hold (linear current map, no friction).
 
     Two episodes per task instance: one train, one test (the NAD split rule for n = 2)."""
-    from na_description import load_spec
     from na_training.baselines.synthetic import SyntheticActuator, contact_force_profile, simulate_episode
-    from na_training.nad import NadWriter, build_columns
 
-    spec = load_spec()
     actuator = SyntheticActuator(slope=np.array([1.7, 1.8, 1.6, 1.9]), offset=np.zeros(4))
     episodes = []
     for s in range(2):
@@ -28,36 +25,15 @@ def _write_nad(root):
             force_profile=contact_force_profile(PUSH * (1 + 0.2 * s), 0.8, 2.2))))
         episodes.append(("free", "restricted_joint3", simulate_episode(
             actuator, 3.0, seed=20 + s, restriction_stiffness=0.6, episode_id=f"band{s}")))
-    columns = build_columns(spec.joint_names, ["joint3"], with_truth=False)
-    writer = NadWriter(root, columns)
-    for task, condition, e in episodes:
-        n = e.n_frames
-        label = 0.0 if condition.startswith("restricted") else 1.0
-        data = {c.name: np.zeros(n, dtype=c.dtype) for c in columns}
-        data.update(time=e.time, stamp_ns=(e.time * 1e9).astype(np.int64), aligned=np.ones(n, bool),
-                    frame_valid=np.ones(n, bool), contact=e.contact, gripper_slide=np.full(n, 0.01),
-                    condition_joint3=np.full(n, label))
-        for k, joint in enumerate(spec.arm_joint_names):
-            data.update({f"position_{joint}": e.position[:, k], f"velocity_{joint}": e.velocity[:, k],
-                         f"current_{joint}": e.current[:, k], f"command_position_{joint}": e.goal_position[:, k]})
-        for joint in spec.joint_names:
-            data[f"input_voltage_{joint}"] = np.full(n, 12.0)
-            data[f"temperature_{joint}"] = np.full(n, 35.0)
-        for a, axis in enumerate("xyz"):
-            data[f"force_{axis}"] = e.force[:, a]
-            data[f"force_valid_{axis}"] = np.ones(n, bool)
-        writer.add_episode({"episode_id": e.episode_id, "task": task, "task_instance": f"{task}/{condition}",
-                            "payload_grams": 0.0, "force_source": "ft_sensor" if task == "push" else "none",
-                            "condition": condition, "condition_label": label, "frame_count": n,
-                            "duration_s": float(e.time[-1]), "source_bag": "", "source": "generated", "seed": 0,
-                            "operator": "test", "notes": "", "complete": True}, data)
-    return writer.finish({"robot": spec.name, "joint_names": spec.joint_names, "condition_joints": ["joint3"]},
-                         {}, split_seed=0)
+    return nad_builder.write(root, [
+        nad_builder.from_arrays(e, task, condition, condition_label=0.0 if condition.startswith("restricted") else 1.0,
+                                force_source="ft_sensor" if task == "push" else "none")
+        for task, condition, e in episodes])
 
 
 @pytest.fixture(scope="module")
-def compare_nad(tmp_path_factory):
-    return _write_nad(tmp_path_factory.mktemp("compare") / "nad")
+def compare_nad(tmp_path_factory, nad_builder):
+    return _write_nad(nad_builder, tmp_path_factory.mktemp("compare") / "nad")
 
 
 def test_na_train_lists_eval_and_compare(capsys):

@@ -632,10 +632,10 @@ class _Clock:
 def test_progress_in_a_log_is_plain_periodic_lines() -> None:
     import io
 
-    from na_training.progress import Progress
+    from na_training.progress import ItemProgress
 
     stream, clock = io.StringIO(), _Clock()
-    shown = Progress("convert", 4, "bag", stream=stream, interval_s=10.0, clock=clock)
+    shown = ItemProgress("convert", 4, "bag", stream=stream, interval_s=10.0, clock=clock)
     for k in range(4):
         clock.now = 6.0 * (k + 1)
         shown.advance(messages=1000, skipped=k == 2)
@@ -649,20 +649,20 @@ def test_progress_in_a_log_is_plain_periodic_lines() -> None:
 def test_progress_on_a_terminal_is_a_bar() -> None:
     import io
 
-    from na_training.progress import Progress
+    from na_training.progress import ItemProgress
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True
 
     stream = Terminal()
-    shown = Progress("convert", 2, "bag", stream=stream)
+    shown = ItemProgress("convert", 2, "bag", stream=stream)
     shown.advance(messages=10)
     shown.advance(messages=10)
     shown.close()
     assert "\r" in stream.getvalue() and "2/2" in stream.getvalue()
     quiet = Terminal()
-    Progress("convert", 1, "bag", stream=quiet, enabled=False).advance(5)
+    ItemProgress("convert", 1, "bag", stream=quiet, enabled=False).advance(5)
     assert quiet.getvalue() == ""
 
 

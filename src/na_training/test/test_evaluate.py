@@ -29,55 +29,26 @@ def _force_profile(task: str, payload: float) -> np.ndarray:
     return force
 
 
-def _write_nad(root):
-    from na_description import load_spec
-    from na_training import nad
+def _write_nad(nad_builder, root):
     from na_training.synthetic import synthetic_episode
 
-    spec = load_spec()
-    columns = nad.build_columns(spec.joint_names, ["joint3"], with_truth=False)
-    writer = nad.NadWriter(root, columns)
-    gripper = spec.gripper
+    episodes = []
     for k, (task, condition, payload) in enumerate(pair for pair in INSTANCES for _ in range(2)):
         ep = synthetic_episode(FRAMES, seed=100 + k, force=_force_profile(task, payload))
-        data = {c.name: np.zeros(FRAMES, dtype=c.dtype) for c in columns}
-        data["time"] = np.arange(FRAMES) * spec.frame_period
-        data["stamp_ns"] = 10**12 + np.arange(FRAMES, dtype=np.int64) * 17_000_000
-        position = np.c_[ep.qpos[:, :4], gripper.slide_to_angle(ep.qpos[:, 4])]
-        velocity = np.c_[ep.qvel[:, :4], ep.qvel[:, 4] / gripper.slope]
-        for j, joint in enumerate(spec.joint_names):
-            data[f"command_position_{joint}"] = ep.goal[:, j]
-            data[f"position_{joint}"] = position[:, j]
-            data[f"velocity_{joint}"] = velocity[:, j]
-            data[f"current_{joint}"] = ep.current[:, j]
-            data[f"input_voltage_{joint}"] = ep.voltage[:, j]
-            data[f"temperature_{joint}"] = ep.temperature[:, j]
-        data["gripper_slide"] = ep.qpos[:, 4]
-        for a, axis in enumerate("xyz"):
-            data[f"force_{axis}"] = ep.force[:, a]
-            data[f"force_valid_{axis}"] = np.ones(FRAMES, bool)
-        data["contact"] = np.linalg.norm(ep.force, axis=1) > 0.01
-        data["aligned"] = data["frame_valid"] = np.ones(FRAMES, bool)
-        data["condition_joint3"] = np.full(FRAMES, condition)
-        source = "ft_sensor" if task.startswith(("push", "nopush")) else "payload"
-        writer.add_episode({"episode_id": f"ep{k}", "task": task, "task_instance": f"{task}/{payload:g}g",
-                            "payload_grams": payload, "force_source": source,
-                            "condition": "nominal" if condition else "restricted_joint3",
-                            "condition_label": condition, "frame_count": FRAMES, "duration_s": FRAMES * 0.017,
-                            "source_bag": f"bags/ep{k}", "source": "generated", "seed": k, "operator": "",
-                            "notes": "", "complete": True}, data)
-    writer.finish({"robot": spec.name, "joint_names": spec.joint_names, "condition_joints": ["joint3"]},
-                  {"episodes": []}, split_seed=0)
-    return root
+        episodes.append(nad_builder.from_simulation(
+            ep, f"ep{k}", task, task_instance=f"{task}/{payload:g}g", payload_grams=payload,
+            force_source="ft_sensor" if task.startswith(("push", "nopush")) else "payload",
+            condition="nominal" if condition else "restricted_joint3", condition_label=condition, seed=k))
+    return nad_builder.write(root, episodes)
 
 
 @pytest.fixture(scope="module")
-def nad_and_run(tiny_config, synthetic_episodes, tmp_path_factory):
+def nad_and_run(tiny_config, synthetic_episodes, tmp_path_factory, nad_builder):
     """The NAD and a run directory holding the untrained tiny model (checkpoint of step 0)."""
     from na_training.train import Trainer
 
     root = tmp_path_factory.mktemp("eval")
-    nad_dir = _write_nad(root / "nad")
+    nad_dir = _write_nad(nad_builder, root / "nad")
     trainer = Trainer(tiny_config, synthetic_episodes[:2], run_dir=root / "run")
     trainer.fit(steps=0, progress=False)       # writes run.json, trains nothing
     trainer.save()

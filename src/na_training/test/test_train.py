@@ -6,7 +6,6 @@ import json
 import numpy as np
 import pytest
 
-from na_description import load_spec
 from na_training.batches import DataError, WindowSampler
 from na_training.cli import main
 from na_training.config import ConfigError, load_config
@@ -54,8 +53,8 @@ def test_a_few_steps_reduce_the_loss_and_checkpoints_resume(tiny_trainer, tmp_pa
     trainer.step()                       # step 13, not checkpointed
     assert trainer.restore()             # back to the step-12 checkpoint
     assert trainer.state.step == 12
-    for a, b in zip(np.asarray(saved_params["input_projection"]["kernel"][...]).ravel()[:50],
-                    np.asarray(trainer.state.params["input_projection"]["kernel"][...]).ravel()[:50], strict=True):
+    kernel = lambda params: np.asarray(params["encoder"]["input_projection"]["kernel"][...]).ravel()[:50]  # noqa: E731
+    for a, b in zip(kernel(saved_params), kernel(trainer.state.params), strict=True):
         assert a == b
     # Deterministic from the seed: the batch of a step depends only on (seed, step).
     np.testing.assert_array_equal(trainer.train_batch(5)["qpos0"], trainer.train_batch(5)["qpos0"])
@@ -82,48 +81,12 @@ def test_cli_reports_bad_input(tmp_path, capsys):
     assert "fit" in capsys.readouterr().out
 
 
-def _write_nad(out, episodes):
-    """A NAD written with the converter's own writer from synthetic episodes (all other columns neutral)."""
-    from na_training import nad
-
-    joints = ["joint1", "joint2", "joint3", "joint4", "gripper"]
-    columns = nad.build_columns(joints, ["joint3"], with_truth=False)
-    writer = nad.NadWriter(out, columns)
-    for k, ep in enumerate(episodes):
-        frames = len(ep)
-        data = {c.name: np.zeros(frames, dtype=c.dtype) for c in columns}
-        data["time"] = np.arange(frames) * 0.017
-        data["stamp_ns"] = 10**12 + np.arange(frames, dtype=np.int64) * 17_000_000
-        gripper = load_spec().gripper
-        velocity_servo = np.c_[ep.qvel[:, :4], ep.qvel[:, 4] / gripper.slope]   # slide m/s -> servo rad/s
-        position_servo = np.c_[ep.qpos[:, :4], gripper.slide_to_angle(ep.qpos[:, 4])]
-        for j, joint in enumerate(joints):
-            data[f"command_position_{joint}"] = ep.goal[:, j]
-            data[f"position_{joint}"] = position_servo[:, j]
-            data[f"velocity_{joint}"] = velocity_servo[:, j]
-            data[f"current_{joint}"] = ep.current[:, j]
-            data[f"input_voltage_{joint}"] = ep.voltage[:, j]
-            data[f"temperature_{joint}"] = ep.temperature[:, j]
-        data["gripper_slide"] = ep.qpos[:, 4]
-        for a, axis in enumerate("xyz"):
-            data[f"force_{axis}"] = ep.force[:, a]
-            data[f"force_valid_{axis}"] = np.ones(frames, bool)
-        data["aligned"] = data["frame_valid"] = np.ones(frames, bool)
-        data["condition_joint3"] = np.ones(frames)
-        writer.add_episode({"episode_id": f"ep{k}", "task": "free_motion", "task_instance": "free_motion",
-                            "payload_grams": 0.0, "force_source": "none", "condition": "nominal",
-                            "condition_label": 1.0, "frame_count": frames, "duration_s": frames * 0.017,
-                            "source_bag": f"bags/ep{k}", "source": "generated", "seed": k, "operator": "",
-                            "notes": "", "complete": True}, data)
-    writer.finish({"robot": "open_manipulator_x", "joint_names": joints, "condition_joints": ["joint3"]},
-                  {"episodes": []}, split_seed=0)
-
-
-def test_nad_episodes_adapt_to_training_episodes(synthetic_episodes, tmp_path):
+def test_nad_episodes_adapt_to_training_episodes(synthetic_episodes, tmp_path, nad_builder):
     from na_training.batches import from_nad_episode
     from na_training.nad import load_nad
 
-    _write_nad(tmp_path / "nad", synthetic_episodes)
+    nad_builder.write(tmp_path / "nad", [nad_builder.from_simulation(ep, f"ep{k}", contact=np.zeros(len(ep), bool))
+                                         for k, ep in enumerate(synthetic_episodes)])
     loaded = sorted(load_nad(tmp_path / "nad"), key=lambda ep: ep.meta["episode_id"])
     for nad_episode, original in zip(loaded, synthetic_episodes, strict=True):
         adapted = from_nad_episode(nad_episode)
@@ -133,3 +96,49 @@ def test_nad_episodes_adapt_to_training_episodes(synthetic_episodes, tmp_path):
         np.testing.assert_array_equal(adapted.force, original.force)
         assert adapted.condition_supervised and np.all(adapted.condition == 1.0)
         assert from_nad_episode(nad_episode, condition_tasks=("pick_place",)).condition_supervised is False
+
+
+@pytest.fixture(scope="module")
+def hybrid_trainer(tiny_config, synthetic_episodes, tmp_path_factory):
+    """The tiny model with the hybrid recipe (float64 like the session's tiny trainer: x64 is process-wide)."""
+    from dataclasses import replace
+
+    from na_training.config import HybridConfig
+    from na_training.train import Trainer
+
+    config = replace(tiny_config, recipe="hybrid", curriculum=((0, 8),),
+                     hybrid=HybridConfig(batch_size=64, torque_weight=5.0, torque_steps=4, rollout_every=2,
+                                         eval_windows=64, augment_temperature=2.0))
+    messages: list[str] = []
+    trainer = Trainer(config, synthetic_episodes[:2], synthetic_episodes[2:],
+                      run_dir=tmp_path_factory.mktemp("hybrid_run"), log=messages.append)
+    trainer.messages = messages
+    yield trainer
+    trainer.close()
+
+
+@pytest.mark.slow   # compiles the hybrid step (model + MJX rollout), ~1 min on 2 busy cores
+def test_hybrid_recipe_trains_heads_on_windows_and_the_torque_through_the_simulator(hybrid_trainer):
+    trainer = hybrid_trainer
+    supervised = trainer.supervised_batch(0)
+    assert supervised["windows"].shape == (64, 9, 36) and "torque" in supervised
+    rollout_batch = trainer.train_batch(0)
+    (_, parts), grads = trainer._hybrid_grad(trainer.state.params, supervised, rollout_batch, np.float32(5.0))
+    assert {"force", "gate", "condition", "torque", "arm_mae_rad"} <= set(parts)
+    assert "rollout_force" not in parts                 # the rollout carries only the torque path
+    force_readout = np.asarray(grads["force_readout"]["kernel"][...])
+    torque_readout = np.asarray(grads["torque_head"]["readout"]["kernel"][...])
+    assert np.abs(force_readout).sum() > 0 and np.abs(torque_readout).sum() > 0
+    # without the warm-start term and the rollout, the torque head gets no gradient
+    (_, parts), grads = trainer._supervised_grad(trainer.state.params, supervised, np.float32(0.0))
+    assert np.abs(np.asarray(grads["torque_head"]["readout"]["kernel"][...])).sum() == 0
+
+    records = []
+    before = trainer.validate(use_ema=False)
+    trainer.fit(steps=8, resume=False, progress=False, on_metrics=records.append)
+    after = trainer.validate(use_ema=False)
+    assert after["loss"] < before["loss"] and np.isfinite(after["rollout_arm_mae_rad"])
+    train_records = [r for r in records if r["split"] == "train"]
+    assert train_records and all("windows_per_s" in r for r in train_records)
+    assert any(m.startswith("compiling the hybrid step") for m in trainer.messages)
+    assert any(m.startswith("compiling the recorded-window step") for m in trainer.messages)

@@ -42,9 +42,11 @@ from na_training.baselines.metrics import (
     force_mae_by_group,
     group_key,
 )
+from na_training.baselines.mlp import MLPConfig, MLPForce
 from na_training.baselines.momentum_observer import MomentumObserver
 
 LEARNED = "NeuralActuator"
+DATA_DRIVEN = (MLPForce.name,)   # learned baselines: not part of "best classical"
 CONDITION_JOINT = "joint3"       # the supervised joint of the paper's condition experiment (Sec. IV-G)
 # Predictor of a learned model: episode -> {"force": [T, 3], "contact_prob": [T], "condition": [T, n_motors]}
 Predictor = Callable[[EpisodeArrays], dict[str, np.ndarray]]
@@ -56,10 +58,11 @@ def _log(message: str) -> None:
 
 # ------------------------------------------------------------------------------------ core
 
-def _force_methods() -> list:
+def _force_methods(mlp: MLPConfig | None = None) -> list:
     cache = InverseDynamicsCache()
     linear = IDLinear(cache)
-    return [linear, IDFriction(cache), MomentumObserver(linear)]
+    methods = [linear, IDFriction(cache), MomentumObserver(linear)]
+    return methods + ([MLPForce(mlp)] if mlp is not None else [])
 
 
 def _estimate_all(method, episodes: Sequence[EpisodeArrays], label: str) -> list[np.ndarray]:
@@ -68,8 +71,12 @@ def _estimate_all(method, episodes: Sequence[EpisodeArrays], label: str) -> list
 
 def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArrays],
                      predictor: Predictor | None = None, seed: int = 0,
-                     condition_joint: str = CONDITION_JOINT, spec: RobotSpec | None = None) -> dict:
-    """Fit the baselines on ``train``, score them (and ``predictor``) on ``test``; a JSON-ready dict."""
+                     condition_joint: str = CONDITION_JOINT, spec: RobotSpec | None = None,
+                     mlp: MLPConfig | None = None) -> dict:
+    """Fit the baselines on ``train``, score them (and ``predictor``) on ``test``; a JSON-ready dict.
+
+    ``mlp``: also the data-driven MLP baseline (:mod:`.mlp`) with this config, when every episode
+    carries its NAD episode (``extra["nad_episode"]``); otherwise it is skipped with a note."""
     spec = spec or load_spec()
     if not test:
         raise ValueError("no test episodes to compare on")
@@ -99,7 +106,10 @@ def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArray
     # contact labels to tune the |f| threshold on; a force-free episode without them has none
     contact_train = [e for e in fit_train if e.contact is not None or e.force_source == "none"]
     contact_labels = [e.contact if e.contact is not None else np.zeros(e.n_frames, bool) for e in contact_train]
-    for method in _force_methods():
+    if mlp is not None and not all("nad_episode" in e.extra for e in (*train, *test)):
+        results["notes"].append(f"{MLPForce.name} skipped: it needs the episodes' NAD feature columns")
+        mlp = None
+    for method in _force_methods(mlp):
         try:
             _log(f"[compare] fitting {method.name} on {len(fit_train)} nominal training episodes")
             results["fits"][method.name] = report = method.fit(fit_train)
@@ -140,12 +150,15 @@ def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArray
             results["condition"][LEARNED] = {**classification_metrics(truth, restricted_score > 0.5, restricted_score),
                                              "granularity": "frames"}
     results["best_classical_to_learned_force_mae"] = _best_ratio(results["force_mae"])
+    results["mlp_to_learned_force_mae"] = _best_ratio(results["force_mae"], (MLPForce.name,))
     return results
 
 
-def _best_ratio(force_mae: dict) -> float | None:
+def _best_ratio(force_mae: dict, reference: Sequence[str] | None = None) -> float | None:
+    """Best average force MAE among ``reference`` methods (default: the classical ones) / the learned model's."""
     learned = force_mae.get(LEARNED, {}).get("avg")
-    classical = [v["avg"] for k, v in force_mae.items() if k != LEARNED and np.isfinite(v["avg"])]
+    names = [k for k in force_mae if k != LEARNED and k not in DATA_DRIVEN] if reference is None else reference
+    classical = [force_mae[k]["avg"] for k in names if k in force_mae and np.isfinite(force_mae[k]["avg"])]
     if learned is None or not classical or not np.isfinite(learned) or learned <= 0:
         return None
     return float(min(classical) / learned)
@@ -173,6 +186,9 @@ def markdown_report(results: dict) -> str:
         ratio = results.get("best_classical_to_learned_force_mae")
         if ratio is not None:
             lines += ["", f"Best classical force MAE / {LEARNED} force MAE = {ratio:.2f}"]
+        ratio = results.get("mlp_to_learned_force_mae")
+        if ratio is not None:
+            lines += ["", f"{MLPForce.name} force MAE / {LEARNED} force MAE = {ratio:.2f}"]
         lines.append("")
     if results["condition"]:
         lines += ["## Condition (Joint 3, positive = restricted)", "",
@@ -278,11 +294,19 @@ def _adapt_or_skip(episode, spec: RobotSpec, skipped: list[str]) -> EpisodeArray
 class OnnxPredictor:
     """Runs an exported ``model.onnx`` over whole NAD episodes with causal history windows."""
 
-    def __init__(self, model_path: str | Path, batch_size: int = 512) -> None:
+    def __init__(self, model_path: str | Path, spec: RobotSpec | None = None, batch_size: int = 512) -> None:
         import onnxruntime as ort
 
-        self.session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+        from na_estimator.contract import check_contract
+
+        try:
+            self.session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+        except Exception as err:      # onnxruntime's own exception types (InvalidProtobuf, NoSuchFile, ...)
+            first_line = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            raise ValueError(f"{model_path} is not a readable ONNX model ({first_line})") from None
         self.meta = dict(self.session.get_modelmeta().custom_metadata_map)
+        # the estimator's check: feature schema, names and order, joints; a model for other features is refused
+        check_contract(self.meta, spec or load_spec())
         self.input_name = self.session.get_inputs()[0].name
         self.history = int(self.session.get_inputs()[0].shape[1]) if isinstance(
             self.session.get_inputs()[0].shape[1], int) else int(self.meta.get("history_length", 9))
@@ -341,7 +365,8 @@ def resolve_model(model_path: str | Path, out_dir: str | Path) -> Path:
     raise ValueError(f"model {path} is neither an .onnx file nor a training run directory")
 
 
-def run_comparison(nad_path: str | Path, model_path: str | Path | None, out_dir: str | Path, seed: int = 0) -> dict:
+def run_comparison(nad_path: str | Path, model_path: str | Path | None, out_dir: str | Path, seed: int = 0,
+                   mlp: MLPConfig | None = None) -> dict:
     """Load a NAD, fit the baselines on its train split, compare on its test split, write the reports.
 
     ``model_path``: exported ``model.onnx``, a training run directory (exported first), or None
@@ -350,15 +375,15 @@ def run_comparison(nad_path: str | Path, model_path: str | Path | None, out_dir:
     from na_training.nad import load_nad
 
     spec = load_spec()
+    model_file = resolve_model(model_path, out_dir) if model_path is not None else None
+    predictor = OnnxPredictor(model_file, spec) if model_file is not None else None   # refused before any work
     _log(f"[compare] loading {nad_path}")
     skipped: list[str] = []
     train, test = ([a for e in load_nad(nad_path, split) if (a := _adapt_or_skip(e, spec, skipped)) is not None]
                    for split in ("train", "test"))
     if not train or not test:
         raise ValueError(f"{nad_path}: need train and test episodes (found {len(train)} train, {len(test)} test)")
-    model_file = resolve_model(model_path, out_dir) if model_path is not None else None
-    predictor = OnnxPredictor(model_file) if model_file is not None else None
-    results = compare_episodes(train, test, predictor, seed=seed, spec=spec)
+    results = compare_episodes(train, test, predictor, seed=seed, spec=spec, mlp=mlp)
     results["notes"] += skipped
     results["dataset"] = str(nad_path)
     results["model"] = None if model_file is None else str(model_file)
@@ -371,8 +396,9 @@ def run_comparison(nad_path: str | Path, model_path: str | Path | None, out_dir:
 # ------------------------------------------------------------------------------------ CLI
 
 COMPARE_DESCRIPTION = (
-    "Fit ID-Linear, ID-Friction, the momentum observer and the condition baselines (threshold, RBF SVM, "
-    "Random Forest) on the train split of a NAD, then score them and the exported model on the test split with "
+    "Fit ID-Linear, ID-Friction, the momentum observer, a plain MLP on recorded windows and the condition baselines "
+    "(threshold, RBF SVM, Random Forest) on the train split of a NAD, then score them and the exported model on the "
+    "test split with "
     "the same metrics (paper Tables VII and XI). Prints the tables and writes comparison.md and comparison.json.")
 
 
@@ -389,7 +415,11 @@ def configure_compare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", type=Path, default=None,
                         help="exported model.onnx or a training run directory (omit: baselines only)")
     parser.add_argument("--out", type=Path, default=Path("compare_out"), help="output directory (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the Random Forest/SVM (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the Random Forest/SVM and of the MLP baseline (default: %(default)s)")
+    parser.add_argument("--no-mlp", action="store_true", help="leave out the MLP baseline (it trains for minutes)")
+    parser.add_argument("--mlp-steps", type=int, default=MLPConfig.steps,
+                        help="training steps of the MLP baseline (default: %(default)s)")
     parser.set_defaults(handler=run_compare)
 
 
@@ -399,8 +429,12 @@ def run_compare(args: argparse.Namespace) -> int:
         if path is not None and not Path(path).exists():
             print(f"na-train compare: error: {what} {path} does not exist", file=sys.stderr)
             return 2
+    if args.mlp_steps < 1:
+        print(f"na-train compare: error: --mlp-steps must be >= 1, got {args.mlp_steps}", file=sys.stderr)
+        return 2
+    mlp = None if args.no_mlp else MLPConfig(steps=args.mlp_steps, seed=args.seed)
     try:
-        run_comparison(args.nad, args.model, args.out, args.seed)
+        run_comparison(args.nad, args.model, args.out, args.seed, mlp)
     except (ValueError, FileNotFoundError) as err:
         print(f"na-train compare: error: {err}", file=sys.stderr)
         return 2
