@@ -26,10 +26,11 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from na_common.fixture import FixturePose
 from na_description import load_spec, xm430
 from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
 from na_description.spec import RobotSpec
-from na_sim.rig_config import FixturePose, RigConfig
+from na_sim.rig_config import RigConfig, parse_fixture
 from na_sim.servo_model import ServoBank, ServoParams, SimulatedServoRegisters, SupplyBus
 
 GRAVITY = 9.81                      # m/s², the payload label of docs/INTERFACES.md
@@ -264,7 +265,7 @@ class Rig:
                 self.data.mocap_pos[self._fixture_mocap] = PARKED_FIXTURE
                 self.data.mocap_quat[self._fixture_mocap] = (1.0, 0.0, 0.0, 0.0)
             else:
-                self.fixture = FixturePose.parse(pose)
+                self.fixture = parse_fixture(pose)
                 quat = np.zeros(4)
                 mujoco.mju_mat2Quat(quat, self.fixture.rotation.ravel())
                 self.data.mocap_pos[self._fixture_mocap] = self.fixture.position

@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from na_common.config_files import ConfigFileError, resolve_config
+from na_common.fixture import FixturePose, FixturePoseError
 from na_description.yaml_file import load_yaml_mapping
 
 RIG_CONFIG_NAME = "sim_rig.yaml"
@@ -31,47 +30,12 @@ def find_config(name: str | Path, what: str = "rig config") -> Path:
         raise RigConfigError(str(err)) from None
 
 
-def rpy_to_matrix(rpy) -> np.ndarray:
-    """Roll-pitch-yaw (fixed axes X, Y, Z; REP-103) -> rotation matrix R = Rz(yaw)·Ry(pitch)·Rx(roll)."""
-    roll, pitch, yaw = (float(v) for v in rpy)
-    cr, sr, cp, sp, cy, sy = np.cos(roll), np.sin(roll), np.cos(pitch), np.sin(pitch), np.cos(yaw), np.sin(yaw)
-    return np.array([
-        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-        [-sp, cp * sr, cp * cr],
-    ])
-
-
-@dataclass(frozen=True)
-class FixturePose:
-    """F/T fixture pose in the base frame: position (m) and roll-pitch-yaw (rad)."""
-
-    position: tuple[float, float, float]
-    rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
-
-    @classmethod
-    def parse(cls, pose) -> FixturePose:
-        """Accept a FixturePose, ``{position: [...], rpy: [...]}`` or ``(position, rpy)``."""
-        if isinstance(pose, FixturePose):
-            return pose
-        if isinstance(pose, dict):
-            position, rpy = pose.get("position"), pose.get("rpy", (0.0, 0.0, 0.0))
-        else:
-            try:
-                position, rpy = pose
-            except (TypeError, ValueError):
-                raise RigConfigError(
-                    f"fixture pose must be {{position, rpy}} or (position, rpy), got {pose!r}") from None
-        position, rpy = np.asarray(position, dtype=float), np.asarray(rpy, dtype=float)
-        finite = np.all(np.isfinite(position)) and np.all(np.isfinite(rpy))
-        if position.shape != (3,) or rpy.shape != (3,) or not finite:
-            raise RigConfigError(f"fixture pose needs 3 finite position and 3 rpy values, got {pose!r}")
-        return cls(tuple(position.tolist()), tuple(rpy.tolist()))
-
-    @property
-    def rotation(self) -> np.ndarray:
-        """R_base_sensor."""
-        return rpy_to_matrix(self.rpy)
+def parse_fixture(pose) -> FixturePose:
+    """The fixture pose of a rig config or an episode (:class:`na_common.fixture.FixturePose`)."""
+    try:
+        return FixturePose.parse(pose)
+    except FixturePoseError as err:
+        raise RigConfigError(str(err)) from None
 
 
 # Keys of na_sim/config/sim_rig.yaml: a typo is an error, not a silently ignored setting.
@@ -187,7 +151,7 @@ class RigConfig:
             grasp_stop_slide=float(payload.get("grasp_stop_slide_m", default["grasp_stop_slide"])),
             grasp_stiffness=float(payload.get("grasp_stiffness_n_m", default["grasp_stiffness"])),
             grasp_damping=float(payload.get("grasp_damping_n_s_m", default["grasp_damping"])),
-            fixture=FixturePose.parse(fixture) if "position" in fixture else FixturePose((0.22, 0.0, 0.06)),
+            fixture=parse_fixture(fixture) if "position" in fixture else FixturePose((0.22, 0.0, 0.06)),
             fixture_half_size=tuple(float(v) for v in fixture.get("half_size_m", default["fixture_half_size"])),
             fixture_friction=float(fixture.get("friction", default["fixture_friction"])),
             tool_collider_radius=float(raw.get("tool_collider_radius_m", default["tool_collider_radius"])),

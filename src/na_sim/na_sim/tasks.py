@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from na_common.fixture import FixturePose
 from na_description import RobotSpec, load_spec
 from na_description.model import Kinematics
 from na_sim.ik import IKError, solve_ik, tool_pitch
-from na_sim.rig_config import FixturePose
 
 PUSH_AXES: dict[str, tuple[float, float, float]] = {
     "px": (1.0, 0.0, 0.0), "nx": (-1.0, 0.0, 0.0), "py": (0.0, 1.0, 0.0),

@@ -9,10 +9,11 @@ import time
 import numpy as np
 import pytest
 
+from na_common.fixture import FixturePose
 from na_description import xm430
 from na_description.model import Kinematics
 from na_sim.rig import CONDITION_NOMINAL, CONDITION_RESTRICTED, GRAVITY, RealtimeRunner, Rig
-from na_sim.rig_config import FixturePose, RigConfig, RigConfigError
+from na_sim.rig_config import RigConfig, RigConfigError
 
 FRAME = 0.017     # s, one data frame (spec frame period)
 

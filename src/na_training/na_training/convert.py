@@ -39,7 +39,7 @@ from na_description.yaml_file import load_yaml_mapping
 from na_training import CONFIG_DIR, align, labels
 from na_training.align import NS_PER_S, AlignmentError
 from na_training.cdr_columns import CdrError, MessageGroup, message_groups
-from na_training.labels import FixturePose, LabelError
+from na_training.labels import LabelError, fixture_from_mapping
 from na_training.nad import AXES, Column, NadError, NadWriter, build_columns, write_episode_table
 from na_training.progress import ItemProgress
 from na_training.workers import OrderedWorkers, available_cpus
@@ -129,7 +129,7 @@ def validate_config(config: Mapping[str, Any]) -> None:
     if len(tare["force"]) != 3 or not float(tare["initial_seconds"]) >= 0:
         raise ConvertError("config tare: force needs three values and initial_seconds must be >= 0")
     try:
-        FixturePose.from_mapping(config["fixture"], "config fixture")
+        fixture_from_mapping(config["fixture"], "config fixture")
     except LabelError as err:
         raise ConvertError(str(err)) from err
 
@@ -474,8 +474,8 @@ def _label_frames(frames: dict[str, np.ndarray], contents: BagContents, config: 
         labels.check_force_source(source)
         condition = labels.condition_labels(meta["condition"])
         if source == "ft_sensor":
-            fixture = FixturePose.from_mapping(meta["fixture"], f"{path}: metadata fixture") \
-                if meta.get("fixture") else FixturePose.from_mapping(config["fixture"], "config fixture")
+            fixture = fixture_from_mapping(meta["fixture"], f"{path}: metadata fixture") \
+                if meta.get("fixture") else fixture_from_mapping(config["fixture"], "config fixture")
             ft = streams["ft"]
             tare = np.asarray(config["tare"]["force"], dtype=np.float64)
             initial = float(config["tare"]["initial_seconds"])

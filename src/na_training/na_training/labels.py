@@ -8,10 +8,12 @@ F/T sensor reports the force the tool exerts on the sensor, in the sensor frame,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+
+from na_common.fixture import FixturePose, FixturePoseError
 
 STANDARD_GRAVITY = 9.81  # m/s^2, the value docs/INTERFACES.md fixes for the payload label
 
@@ -30,46 +32,12 @@ class LabelError(ValueError):
     """Episode metadata or configuration cannot produce a label."""
 
 
-@dataclass(frozen=True)
-class FixturePose:
-    """Pose of the F/T sensor in the robot base frame (the ``fixture:`` YAML keys)."""
-
-    position: tuple[float, float, float]   # m, base frame
-    rpy: tuple[float, float, float]        # rad, roll-pitch-yaw about fixed base axes
-
-    @classmethod
-    def from_mapping(cls, raw: Mapping, where: str = "fixture") -> FixturePose:
-        """Parse ``{position: [x, y, z], rpy: [r, p, y]}`` with a clear error on bad shapes."""
-        if not isinstance(raw, Mapping):
-            raise LabelError(f"{where}: expected a mapping with keys position and rpy, got {type(raw).__name__}")
-        values = {}
-        for key in ("position", "rpy"):
-            item = raw.get(key, [0.0, 0.0, 0.0])
-            try:
-                vector = tuple(float(v) for v in item)
-            except (TypeError, ValueError) as err:
-                raise LabelError(f"{where}.{key}: expected three numbers, got {item!r}") from err
-            if len(vector) != 3 or not all(np.isfinite(vector)):
-                raise LabelError(f"{where}.{key}: expected three finite numbers, got {item!r}")
-            values[key] = vector
-        return cls(position=values["position"], rpy=values["rpy"])
-
-    @property
-    def rotation(self) -> np.ndarray:
-        """R_base_sensor (3 x 3)."""
-        return rotation_from_rpy(*self.rpy)
-
-
-def rotation_from_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
-    """Rotation matrix of REP-103 roll-pitch-yaw (fixed axes X, then Y, then Z): Rz(y) Ry(p) Rx(r)."""
-    cr, sr = np.cos(roll), np.sin(roll)
-    cp, sp = np.cos(pitch), np.sin(pitch)
-    cy, sy = np.cos(yaw), np.sin(yaw)
-    return np.array([
-        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-        [-sp, cp * sr, cp * cr],
-    ])
+def fixture_from_mapping(raw: Any, where: str = "fixture") -> FixturePose:
+    """The fixture pose of the converter config or of an episode's metadata, as a label error if malformed."""
+    try:
+        return FixturePose.parse(raw, where)
+    except FixturePoseError as err:
+        raise LabelError(str(err)) from None
 
 
 def ft_force_label(sensor_force: np.ndarray, rotation: np.ndarray, tare: Sequence[float] = (0.0, 0.0, 0.0)

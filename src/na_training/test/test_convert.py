@@ -12,8 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from na_common.fixture import rotation_from_rpy
 from na_training import convert as conv
-from na_training.labels import ft_force_label, payload_force_label, rotation_from_rpy
+from na_training.labels import ft_force_label, payload_force_label
 from na_training.nad import load_nad, read_info
 
 JOINTS = ["joint1", "joint2", "joint3", "joint4", "gripper"]
