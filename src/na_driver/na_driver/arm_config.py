@@ -94,7 +94,7 @@ def default_parameters(spec: RobotSpec | None = None) -> dict[str, Any]:
         "role": "",
         "robot_spec": "",                        # "" = the spec shipped with na_description
         "baud_rate": spec.baud_rate,
-        "operating_mode": "position",
+        "operating_mode": "extended_position",  # the authors' setting, as the simulated rig (factory: position)
         "loop_rate": 100.0,                      # Hz, the authors' recording rate (docs/REFERENCES.md, Authors' setup)
         "position_p_gain": [gains["p"]] * n,      # ROBOTIS ROS 2 setting (docs/REFERENCES.md, OpenManipulator-X)
         "position_i_gain": [gains["i"]] * n,

@@ -27,7 +27,7 @@ def test_defaults_come_from_the_robot_spec() -> None:
     assert (config.temperature_warning, config.temperature_trip) == (55.0, 60.0)
     assert config.bus_watchdog_ms == 100.0
     assert build_config({"port": "p", "role": "follower", "bus_watchdog_ms": 0}).bus_watchdog_ms == 0.0   # off
-    assert config.operating_mode == 3 and config.gripper_index == 4
+    assert config.operating_mode == 4 and config.gripper_index == 4     # extended position, as the rig
     assert set(default_parameters()) >= {"port", "role", "robot_spec", "error_timeout"}
 
 

@@ -100,7 +100,7 @@ def test_follower_start_writes_settings_and_holds_pose(emulated_arm) -> None:
             assert regs.get("torque_enable") == 1
             assert regs.get("goal_position") == regs.get("present_position")    # no jump
             assert regs.get("return_delay_time") == 0
-            assert regs.get("operating_mode") == 3
+            assert regs.get("operating_mode") == 4          # written over the factory 3
             assert regs.get("position_p_gain") == [800, 700, 600, 500, 400][k]
             assert regs.get("current_limit") == int(xm430.amp_to_current_units(1.5))
         assert "torque on" in log.text()
