@@ -71,3 +71,11 @@ def test_the_walker_sees_imports_inside_functions(tmp_path) -> None:
     names = {n.module if isinstance(n, ast.ImportFrom) else n.names[0].name
              for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import | ast.ImportFrom)}
     assert names == {"rclpy", "na_msgs.msg"}
+
+
+def test_evaluation_and_comparison_are_peers() -> None:
+    """``na-train eval`` and ``na-train compare`` share episodes and metrics from their own modules; neither
+    reaches into the other (private helpers borrowed across tools are how copies start)."""
+    found = imports_of("na_training")
+    assert "na_training.baselines.compare" not in found["na_training/na_training/evaluate.py"]
+    assert "na_training.evaluate" not in found["na_training/na_training/baselines/compare.py"]

@@ -107,7 +107,7 @@ def load_split(nad: str | Path, split: str, condition_joint: str = CONDITION_JOI
                skipped: list[str] | None = None) -> list[EvalEpisode]:
     """The split's episodes; unusable ones (too short, a joint without samples) are left out and
     listed in ``skipped``, as ``na-train compare`` does."""
-    from na_training.baselines.compare import episode_arrays_from_nad
+    from na_training.baselines.episodes import episode_arrays_from_nad
     from na_training.batches import from_nad_episode
     from na_training.nad import load_nad
 
@@ -115,7 +115,7 @@ def load_split(nad: str | Path, split: str, condition_joint: str = CONDITION_JOI
     for nad_episode in load_nad(nad, split):
         try:
             training = from_nad_episode(nad_episode, condition_joint)
-            arrays = episode_arrays_from_nad(nad_episode)
+            arrays = episode_arrays_from_nad(nad_episode, condition_joint=condition_joint)
         except ValueError as err:
             message = f"episode {nad_episode.meta.get('episode_id', '?')} skipped: {err}"
             _log(f"[eval] {message}")
@@ -135,7 +135,7 @@ def rollout_inputs(episodes: Sequence[Any], pad_frame: np.ndarray, history_lengt
     Inputs after an episode's last usable frame repeat that frame, and gaps (invalid frames) hold the
     last good sample, so one bad frame cannot poison the rest of a rollout (its errors are masked);
     ``frames`` gives, per episode, how many rollout steps have a recorded next state (min(horizon, T - 1))."""
-    from na_training.baselines.compare import _fill_gaps
+    from na_training.baselines.episodes import fill_gaps
     keys = ("goal", "current", "voltage", "temperature")
     batch: dict[str, list[np.ndarray]] = {k: [] for k in ("history", "qpos0", "qvel0", *keys)}
     frames = []
@@ -143,10 +143,10 @@ def rollout_inputs(episodes: Sequence[Any], pad_frame: np.ndarray, history_lengt
         usable = min(horizon, len(ep) - 1)
         index = np.minimum(np.arange(horizon), usable - 1)
         batch["history"].append(np.broadcast_to(pad_frame, (history_length - 1, pad_frame.shape[0])))
-        batch["qpos0"].append(np.nan_to_num(_fill_gaps(ep.qpos)[0]))
-        batch["qvel0"].append(np.nan_to_num(_fill_gaps(ep.qvel)[0]))
+        batch["qpos0"].append(np.nan_to_num(fill_gaps(ep.qpos)[0]))
+        batch["qvel0"].append(np.nan_to_num(fill_gaps(ep.qvel)[0]))
         for key in keys:
-            batch[key].append(np.nan_to_num(_fill_gaps(getattr(ep, key)))[index])
+            batch[key].append(np.nan_to_num(fill_gaps(getattr(ep, key)))[index])
         frames.append(usable)
     return {k: np.stack(v).astype(float) for k, v in batch.items()}, np.asarray(frames)
 
@@ -241,9 +241,9 @@ class StreamingPredictor:
 
     def __call__(self, episode: EvalEpisode) -> dict[str, np.ndarray]:
         from na_estimator.features import history_windows
-        from na_training.baselines.compare import _fill_gaps
+        from na_training.baselines.episodes import fill_gaps
 
-        features = np.nan_to_num(_fill_gaps(episode.training.features))   # as compare's ONNX predictor
+        features = np.nan_to_num(fill_gaps(episode.training.features))   # as compare's ONNX predictor
         windows = history_windows(features, self.pad_frame, self.history_length).astype(np.float32)
         parts: dict[str, list[np.ndarray]] = {"force": [], "contact_prob": [], "condition": []}
         for start in range(0, len(windows), STREAM_BATCH):

@@ -33,7 +33,7 @@ from na_training.baselines.condition import (
 )
 from na_training.baselines.contact import ContactDetector
 from na_training.baselines.dynamics import InverseDynamicsCache
-from na_training.baselines.episodes import RESTRICTED, EpisodeArrays
+from na_training.baselines.episodes import RESTRICTED, EpisodeArrays, episode_arrays_from_nad, fill_gaps
 from na_training.baselines.id_friction import IDFriction
 from na_training.baselines.id_linear import IDLinear
 from na_training.baselines.metrics import (
@@ -228,58 +228,6 @@ def write_report(results: dict, out_dir: str | Path) -> dict[str, Path]:
 
 # ------------------------------------------------------------------------------------ NAD and model adapters
 
-def _fill_gaps(values: np.ndarray) -> np.ndarray:
-    """Non-finite samples replaced by the nearest earlier finite one (the first finite one at the start)."""
-    values = np.array(values, dtype=float)
-    flat = values.reshape(values.shape[0], -1)
-    for column in flat.T:
-        finite = np.isfinite(column)
-        if finite.all() or not finite.any():
-            continue
-        index = np.where(finite, np.arange(column.size), 0)
-        np.maximum.accumulate(index, out=index)
-        index[: np.argmax(finite)] = np.argmax(finite)
-        column[:] = column[index]
-    return flat.reshape(values.shape)
-
-
-def episode_arrays_from_nad(episode, spec: RobotSpec | None = None) -> EpisodeArrays:
-    """Adapt a ``na_training.nad.Episode`` (columns ``position_<joint>``, ``force_x`` ...) to EpisodeArrays.
-
-    Invalid frames (``frame_valid`` false) keep their place in time (finite differences and the
-    observer need the sequence) with gaps filled from the last good sample, and are left out of
-    the force metrics through ``force_valid``.
-    """
-    spec = spec or load_spec()
-    columns, arm = episode.columns, spec.arm_joint_names
-
-    def per_joint(field: str) -> np.ndarray:
-        values = _fill_gaps(np.stack([columns[f"{field}_{j}"] for j in arm], axis=1))
-        if not np.all(np.isfinite(values)):
-            raise ValueError(f"{field} has a joint without any finite sample")
-        return values
-
-    meta = episode.meta
-    condition = meta.get("condition_label")
-    if condition is None or not np.isfinite(condition):
-        joint_labels = columns.get(f"condition_{CONDITION_JOINT}")
-        finite = joint_labels[np.isfinite(joint_labels)] if joint_labels is not None else np.zeros(0)
-        condition = float(np.round(np.median(finite))) if finite.size else None
-    valid = episode.valid
-    return EpisodeArrays(
-        episode_id=str(meta.get("episode_id", meta.get("episode_index"))),
-        time=np.asarray(episode.time, dtype=float),
-        position=per_joint("position"), velocity=per_joint("velocity"), current=per_joint("current"),
-        goal_position=per_joint("command_position"),
-        gripper_slide=_fill_gaps(columns["gripper_slide"]) if "gripper_slide" in columns else None,
-        force=np.nan_to_num(episode.force), force_valid=episode.force_valid.all(axis=1) & valid,
-        contact=episode.contact, condition=None if condition is None else int(condition),
-        task=str(meta.get("task", "unknown")), payload_grams=float(meta.get("payload_grams") or 0.0),
-        force_source=str(meta.get("force_source", "none")), split=str(meta.get("split", "")),
-        extra={"nad_episode": episode},
-    )
-
-
 def _adapt_or_skip(episode, spec: RobotSpec, skipped: list[str]) -> EpisodeArrays | None:
     """The adapted episode, or None (with the reason appended to ``skipped``) when it is unusable."""
     try:
@@ -328,7 +276,7 @@ class OnnxPredictor:
         nad_episode = episode.extra.get("nad_episode")
         if nad_episode is None:
             raise ValueError(f"episode {episode.episode_id}: the ONNX model needs the NAD episode's feature columns")
-        features = np.nan_to_num(_fill_gaps(nad_episode.features()))
+        features = np.nan_to_num(fill_gaps(nad_episode.features()))
         pad = self.pad_frame if self.pad_frame is not None else features[0]
         windows = history_windows(features, pad, self.history).astype(np.float32)
         outputs: dict[str, list[np.ndarray]] = {}

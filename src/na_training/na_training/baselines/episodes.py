@@ -7,8 +7,12 @@ other callers can build it directly from arrays.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from na_description.spec import RobotSpec
 
 NOMINAL = 1       # NAD condition label of an unrestricted episode (INTERFACES / issue 6)
 RESTRICTED = 0    # NAD condition label of a mechanically restricted Joint 3
@@ -98,3 +102,58 @@ class EpisodeArrays:
         if self.contact is not None:
             return not bool(np.any(self.contact))
         return self.force_source == "none"
+
+
+def fill_gaps(values: np.ndarray) -> np.ndarray:
+    """Non-finite samples replaced by the nearest earlier finite one (the first finite one at the start)."""
+    values = np.array(values, dtype=float)
+    flat = values.reshape(values.shape[0], -1)
+    for column in flat.T:
+        finite = np.isfinite(column)
+        if finite.all() or not finite.any():
+            continue
+        index = np.where(finite, np.arange(column.size), 0)
+        np.maximum.accumulate(index, out=index)
+        index[: np.argmax(finite)] = np.argmax(finite)
+        column[:] = column[index]
+    return flat.reshape(values.shape)
+
+
+def episode_arrays_from_nad(episode, spec: RobotSpec | None = None, condition_joint: str = "joint3") -> EpisodeArrays:
+    """Adapt a ``na_training.nad.Episode`` (columns ``position_<joint>``, ``force_x`` ...) to EpisodeArrays.
+
+    Invalid frames (``frame_valid`` false) keep their place in time (finite differences and the
+    observer need the sequence) with gaps filled from the last good sample, and are left out of
+    the force metrics through ``force_valid``.
+    """
+    if spec is None:
+        from na_description import load_spec
+
+        spec = load_spec()
+    columns, arm = episode.columns, spec.arm_joint_names
+
+    def per_joint(field: str) -> np.ndarray:
+        values = fill_gaps(np.stack([columns[f"{field}_{j}"] for j in arm], axis=1))
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"{field} has a joint without any finite sample")
+        return values
+
+    meta = episode.meta
+    condition = meta.get("condition_label")
+    if condition is None or not np.isfinite(condition):
+        joint_labels = columns.get(f"condition_{condition_joint}")
+        finite = joint_labels[np.isfinite(joint_labels)] if joint_labels is not None else np.zeros(0)
+        condition = float(np.round(np.median(finite))) if finite.size else None
+    valid = episode.valid
+    return EpisodeArrays(
+        episode_id=str(meta.get("episode_id", meta.get("episode_index"))),
+        time=np.asarray(episode.time, dtype=float),
+        position=per_joint("position"), velocity=per_joint("velocity"), current=per_joint("current"),
+        goal_position=per_joint("command_position"),
+        gripper_slide=fill_gaps(columns["gripper_slide"]) if "gripper_slide" in columns else None,
+        force=np.nan_to_num(episode.force), force_valid=episode.force_valid.all(axis=1) & valid,
+        contact=episode.contact, condition=None if condition is None else int(condition),
+        task=str(meta.get("task", "unknown")), payload_grams=float(meta.get("payload_grams") or 0.0),
+        force_source=str(meta.get("force_source", "none")), split=str(meta.get("split", "")),
+        extra={"nad_episode": episode},
+    )

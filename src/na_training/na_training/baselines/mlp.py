@@ -149,6 +149,6 @@ def _training_episode(episode: EpisodeArrays):
 
 def _features(episode: EpisodeArrays) -> np.ndarray:
     """Recorded features with gaps filled from the last good frame (as ``na-train compare`` feeds a model)."""
-    from na_training.baselines.compare import _fill_gaps
+    from na_training.baselines.episodes import fill_gaps
 
-    return np.nan_to_num(_fill_gaps(_nad_episode(episode).features()))
+    return np.nan_to_num(fill_gaps(_nad_episode(episode).features()))
