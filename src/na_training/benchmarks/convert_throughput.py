@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from na_common import topics
 from na_common.episode_bag import EpisodeWriter, make_header, message_class, read_rosbag2_info, topic_summaries
 from na_description import load_spec
 from na_training.convert import convert, default_jobs, expand_bag_paths
@@ -46,7 +47,7 @@ T0 = 1_000_000_000_000  # ns
 
 def _arm_state(stamp: int, q: np.ndarray, role: str, names: list[str]):
     n = len(names)
-    return message_class("na_msgs/msg/ArmState")(
+    return message_class(topics.ARM_STATE_TYPE)(
         header=make_header(stamp, "world"), role=role, name=names, position=q, gripper_slide=0.005,
         goal_gripper_slide=0.005, velocity=q * 0.1, goal_position=q, current=np.full(n, 0.1), pwm=np.zeros(n),
         input_voltage=np.full(n, 12.0), temperature=np.full(n, 30.0), hardware_error=np.zeros(n, np.uint8),
@@ -58,19 +59,19 @@ def _wrench(stamp: int, force: np.ndarray):
     vec = message_class("geometry_msgs/msg/Vector3")
     wrench = message_class("geometry_msgs/msg/Wrench")(force=vec(x=force[0], y=force[1], z=force[2]),
                                                        torque=vec(x=0.0, y=0.0, z=0.0))
-    return message_class("geometry_msgs/msg/WrenchStamped")(header=make_header(stamp, "ft_sensor"), wrench=wrench)
+    return message_class(topics.WRENCH_STAMPED_TYPE)(header=make_header(stamp, "ft_sensor"), wrench=wrench)
 
 
 def write_episode(out: Path, seconds: float, ft_rate: float, names: list[str]) -> int:
-    command_type = message_class("na_msgs/msg/JointCommand")
+    command_type = message_class(topics.JOINT_COMMAND_TYPE)
     meta = {"task": "push", "payload_grams": 0.0, "force_source": "ft_sensor", "condition": "nominal",
             "source": "generated"}
     count = 0
     with EpisodeWriter(out, meta) as writer:
-        for topic, msgtype in (("/follower/arm_state", "na_msgs/msg/ArmState"),
-                               ("/leader/arm_state", "na_msgs/msg/ArmState"),
-                               ("/follower/command", "na_msgs/msg/JointCommand"),
-                               ("/ft/wrench", "geometry_msgs/msg/WrenchStamped")):
+        for topic, msgtype in ((topics.FOLLOWER_ARM_STATE, topics.ARM_STATE_TYPE),
+                               (topics.LEADER_ARM_STATE, topics.ARM_STATE_TYPE),
+                               (topics.FOLLOWER_COMMAND, topics.JOINT_COMMAND_TYPE),
+                               (topics.FT_WRENCH, topics.WRENCH_STAMPED_TYPE)):
             writer.add_topic(topic, msgtype)
         ft_period = int(1e9 / ft_rate)
         next_ft = T0
@@ -78,13 +79,13 @@ def write_episode(out: Path, seconds: float, ft_rate: float, names: list[str]) -
             stamp = T0 + k * 10_000_000
             q = np.sin(stamp / 1e9 + np.arange(len(names)))
             while next_ft <= stamp:
-                writer.write("/ft/wrench", next_ft, _wrench(next_ft, np.array([0.0, 0.0, 1.0])))
+                writer.write(topics.FT_WRENCH, next_ft, _wrench(next_ft, np.array([0.0, 0.0, 1.0])))
                 next_ft += ft_period
                 count += 1
-            writer.write("/follower/command", stamp - 2_000_000, command_type(
+            writer.write(topics.FOLLOWER_COMMAND, stamp - 2_000_000, command_type(
                 header=make_header(stamp - 2_000_000), name=names, position=q, gripper_slide=0.005))
-            writer.write("/leader/arm_state", stamp - 3_000_000, _arm_state(stamp - 3_000_000, q, "leader", names))
-            writer.write("/follower/arm_state", stamp, _arm_state(stamp, q, "follower", names))
+            writer.write(topics.LEADER_ARM_STATE, stamp - 3_000_000, _arm_state(stamp - 3_000_000, q, "leader", names))
+            writer.write(topics.FOLLOWER_ARM_STATE, stamp, _arm_state(stamp, q, "follower", names))
             count += 3
     return count
 
