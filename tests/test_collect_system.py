@@ -6,6 +6,7 @@ mid-episode keeps the finished episodes intact and its partial episode is recove
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -236,10 +237,8 @@ def test_the_readme_one_command_collect_on_the_simulated_rig(ros_graph, tmp_path
     finally:
         # Whatever happened, nothing of this graph may outlive the test (an orphaned rig and drivers would
         # publish into every later test of the session): the whole process group goes.
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         process.wait()
     output = process.stdout.read()
     assert code == 0, output
