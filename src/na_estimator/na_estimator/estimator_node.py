@@ -222,7 +222,8 @@ class EstimatorNode(Node):
 
     def _diagnostics(self) -> None:
         core = self.core
-        values = {"model": self.model_path, "variant": core.model.variant, "provider": core.model.provider.in_use,
+        values = {"model": self.model_path, "dataset_id": core.model.contract.dataset_id,
+                  "variant": core.model.variant, "provider": core.model.provider.in_use,
                   "latency_p50_ms": core.latency.percentile(50) * 1e3,
                   "latency_p99_ms": core.latency.percentile(99) * 1e3,
                   "arrival_p50_ms": self.arrival.percentile(50) * 1e3,
