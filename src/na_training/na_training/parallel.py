@@ -78,7 +78,7 @@ class DataParallel:
     def check_batch_size(self, rows: int, name: str) -> None:
         if rows % self.device_count:
             raise ParallelError(f"{name} {rows} is not divisible by the {self.device_count} devices; use a "
-                                f"multiple of {self.device_count}")
+                                f"multiple of {self.device_count}, or a --devices count that divides it")
 
     def local_rows(self, rows: int) -> slice:
         """The rows of a ``rows``-row global batch held by this process's devices (one contiguous block)."""
