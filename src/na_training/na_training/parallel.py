@@ -169,7 +169,8 @@ def initialize_distributed(coordinator: str | None = None, num_processes: int | 
         jax.distributed.initialize(coordinator, num_processes, process_id, initialization_timeout=int(timeout_s))
     except (RuntimeError, ValueError) as err:
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-        raise ParallelError(f"jax.distributed could not start: {first_line}") from None
+        hint = "" if coordinator else " (--distributed found no cluster environment JAX knows; give --coordinator)"
+        raise ParallelError(f"jax.distributed could not start: {first_line}{hint}") from None
 
 
 
