@@ -114,6 +114,26 @@ def test_a_checkpoint_written_in_parallel_restores_on_one_device(scaling_runs, r
         trainer.close()
 
 
+def test_a_process_share_of_a_batch_is_those_rows_of_the_whole_batch(tiny_config, synthetic_episodes):
+    from dataclasses import replace
+
+    from na_training.config import HybridConfig
+    from na_training.train import Trainer
+
+    config = replace(tiny_config, recipe="hybrid", batch_size=4,
+                     hybrid=HybridConfig(batch_size=6, augment_temperature=2.0, augment_voltage=0.3))
+    trainer = Trainer(config, synthetic_episodes[:2])
+    for step in (0, 7):
+        whole, share = trainer.train_batch(step), trainer.train_batch(step, slice(2, 4))
+        assert set(share) == set(whole)
+        for key in whole:
+            np.testing.assert_array_equal(share[key], whole[key][2:4])
+        whole, share = trainer.supervised_batch(step), trainer.supervised_batch(step, slice(3, 6))
+        for key in whole:
+            np.testing.assert_array_equal(share[key], whole[key][3:6])
+    assert not np.array_equal(trainer.train_batch(0)["qpos0"][:2], trainer.train_batch(0)["qpos0"][2:])
+
+
 def run_cli(args: list[str], devices: int = 1, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "na_training.cli", *args], env=environment(devices),
                           capture_output=True, text=True, timeout=timeout)
