@@ -5,6 +5,10 @@
 # Run (the entry point is na-train):
 #   docker run --rm --gpus all -v $PWD/runs:/runs neuralactuator:training \
 #     fit --config paper --nad /runs/nad --out /runs/train
+# That uses every GPU the container sees (data-parallel; --devices N for fewer). Several hosts: one container
+# per host with --network host, the same shared --nad/--out, and
+#   --coordinator HOST0:PORT --num-processes N --process-id I   (or --distributed under SLURM)
+# (src/na_training/TRAINING.md, Scaling).
 FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive

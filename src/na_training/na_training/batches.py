@@ -137,7 +137,8 @@ class WindowSampler:
             self._starts[horizon] = table
         return self._starts[horizon]
 
-    def sample(self, rng: np.random.Generator, batch_size: int, horizon: int) -> dict[str, np.ndarray]:
+    def draw(self, rng: np.random.Generator, batch_size: int, horizon: int) -> list[tuple[int, int]]:
+        """(episode index, start) of ``batch_size`` windows drawn uniformly over all valid starts."""
         table = self.starts(horizon)
         counts = np.array([s.size for _, s in table])
         flat = rng.integers(0, counts.sum(), size=batch_size)
@@ -147,7 +148,13 @@ class WindowSampler:
             k = int(np.searchsorted(bounds, f, side="right"))
             offset = f - (bounds[k - 1] if k else 0)
             picks.append((table[k][0], int(table[k][1][offset])))
-        return self.windows(picks, horizon)
+        return picks
+
+    def sample(self, rng: np.random.Generator, batch_size: int, horizon: int,
+               rows: slice | None = None) -> dict[str, np.ndarray]:
+        """A random batch; ``rows``: build only these rows of it (the draws are those of the whole batch)."""
+        picks = self.draw(rng, batch_size, horizon)
+        return self.windows(picks if rows is None else picks[rows], horizon)
 
     def fixed(self, count: int, batch_size: int, horizon: int, seed: int = 12345) -> list[dict[str, np.ndarray]]:
         """``count`` reproducible batches (validation), independent of the training draws."""

@@ -57,10 +57,40 @@ def describe_recipe(config, trainer) -> str:
     return text
 
 
+def describe_parallel(config, parallel) -> str:
+    """One line on how the global batch is split (printed at the start of a data-parallel ``na-train fit``)."""
+    count = parallel.device_count
+    sizes = [f"rollout batch {config.batch_size} ({config.batch_size // count} per device)"]
+    if config.recipe == "hybrid":
+        sizes.append(f"recorded windows {config.hybrid.batch_size} ({config.hybrid.batch_size // count} per device)")
+    return f"data-parallel over {parallel.describe()}: " + ", ".join(sizes)
+
+
+def start_parallel(args: argparse.Namespace):
+    """Join the multi-process run if asked (before any other JAX call); the data-parallel setup of ``--devices``
+    (None: one device in one process, plain jit)."""
+    from na_training.parallel import DataParallel, initialize_distributed, select_devices
+
+    if args.coordinator or args.distributed:
+        initialize_distributed(args.coordinator, args.num_processes, args.process_id, args.init_timeout)
+    elif args.num_processes is not None or args.process_id is not None:
+        raise ValueError("--num-processes and --process-id need --coordinator HOST:PORT")
+    import jax
+
+    devices = select_devices(args.devices)
+    return DataParallel(devices) if len(devices) > 1 or jax.process_count() > 1 else None
+
+
 def run_fit(args: argparse.Namespace) -> int:
     from na_training.config import ConfigError, load_config
 
+    try:
+        parallel = start_parallel(args)
+    except ValueError as err:
+        print(f"na-train fit: error: {err}", file=sys.stderr)
+        return 2
     enable_compile_cache()
+    primary = parallel is None or parallel.is_primary
     try:
         config = load_config(args.config)
         if args.steps is not None:
@@ -82,18 +112,22 @@ def run_fit(args: argparse.Namespace) -> int:
         from na_training.model import parameter_count
         from na_training.train import Trainer
 
-        log = None if args.quiet else print
+        quiet = args.quiet or not primary       # several processes: process 0 speaks for all
+        log = None if quiet else print
         if log and config.recipe == "hybrid" and config.hybrid.torque_weight > 0:
             log("computing inverse-dynamics torque labels and recorded windows ...")
-        trainer = Trainer(config, train, val, run_dir=args.out, log=log)
-        print(f"NeuralActuator: {parameter_count(trainer.model):,} parameters; {len(train)} train / {len(val)} val "
-              f"episodes; {describe_recipe(config, trainer)}; run directory {args.out}")
-        last = trainer.fit(resume=not args.no_resume, progress=not args.quiet)
+        trainer = Trainer(config, train, val, run_dir=args.out, log=log, parallel=parallel)
+        if primary:
+            print(f"NeuralActuator: {parameter_count(trainer.model):,} parameters; {len(train)} train / {len(val)} "
+                  f"val episodes; {describe_recipe(config, trainer)}; run directory {args.out}")
+            if parallel is not None:
+                print(describe_parallel(config, parallel))
+        last = trainer.fit(resume=not args.no_resume, progress=not quiet)
         trainer.close()
     except (ConfigError, ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"na-train fit: error: {err}", file=sys.stderr)
         return 2
-    if last:
+    if last and primary:
         parts = [f"step {trainer.state.step}", f"loss {last['loss']:.4g}"]
         if "force_mae" in last:
             parts.append(f"force MAE {last['force_mae']:.4g} N")
@@ -157,6 +191,19 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--synthetic-frames", type=int, default=400, help="frames per synthetic episode (default 400)")
     fit.add_argument("--quiet", action="store_true",
                      help="no progress output (default: a bar on a terminal, a line every few seconds otherwise)")
+    scaling = fit.add_argument_group("scaling (data-parallel over devices and processes; see TRAINING.md, Scaling)")
+    scaling.add_argument("--devices", type=int, metavar="N",
+                         help="devices to split each batch over (default: all visible; the batch sizes must be "
+                              "multiples of N)")
+    scaling.add_argument("--coordinator", metavar="HOST:PORT",
+                         help="multi-process run: address of process 0 (it listens there), with --num-processes and "
+                              "--process-id")
+    scaling.add_argument("--num-processes", type=int, metavar="N", help="processes in the run (with --coordinator)")
+    scaling.add_argument("--process-id", type=int, metavar="I", help="this process, 0 .. N-1 (with --coordinator)")
+    scaling.add_argument("--distributed", action="store_true",
+                         help="multi-process run set up from the cluster environment JAX detects (SLURM, Open MPI)")
+    scaling.add_argument("--init-timeout", type=float, default=300.0, metavar="S",
+                         help="seconds to wait for the coordinator and the other processes (default 300)")
     fit.set_defaults(handler=run_fit)
 
     export = sub.add_parser("export", help="export a trained run to ONNX (model contract, metadata)",

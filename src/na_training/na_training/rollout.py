@@ -48,13 +48,15 @@ class ArmSimulator:
             raise ValueError(f"{self.config.substeps} substeps of {model.opt.timestep} s make {frame} s per frame, "
                              f"the spec's data frame is {self.spec.frame_period} s")
         self.mj_model = model
-        self.mjx_model = mjx.put_model(model)
+        # MJX's default device is jax.devices()[0], which in a multi-process run belongs to process 0 only.
+        device = jax.local_devices()[0]
+        self.mjx_model = mjx.put_model(model, device=device)
         names = self.spec.joint_names
         self.qpos_index = jnp.asarray(joint_qpos_indices(model, names))
         self.dof_index = jnp.asarray(joint_dof_indices(model, names))
         self.actuator_index = jnp.asarray([mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in names])
         self.effort_bounds = np.asarray(self.spec.effort_bounds)
-        self._blank = mjx.make_data(self.mjx_model)
+        self._blank = mjx.make_data(self.mjx_model, device=device)
         self.dtype = self._blank.qpos.dtype
 
     def initial_state(self, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:

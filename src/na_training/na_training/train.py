@@ -7,6 +7,10 @@ Run directory layout::
     RUN/run.json          config, feature schema + normalisation stats, robot, dataset id (written first)
     RUN/metrics.jsonl     one JSON object per logged step / validation
     RUN/checkpoints/N/    Orbax checkpoint of step N: params, EMA params, optimiser state
+
+With a :class:`na_training.parallel.DataParallel` the steps run data-parallel over its mesh (batch rows
+split, state replicated); with several processes each builds only its rows of every batch, process 0
+writes run.json and metrics.jsonl, and Orbax writes each checkpoint once.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from na_training.config import TrainConfig, config_from_dict
 from na_training.inverse_dynamics import InverseDynamics
 from na_training.losses import rollout_losses, supervised_losses
 from na_training.model import NeuralActuator, build_model, parameter_count
+from na_training.parallel import DataParallel, compile_then_sync
 from na_training.progress import StepProgress
 from na_training.rollout import ArmSimulator, enable_float64, rollout
 from na_training.windows import RecordedWindows, augment_offsets
@@ -84,13 +89,17 @@ class Trainer:
     Two recipes (``config.recipe``): ``rollout``, the paper's pure form, where every head is trained inside
     the MJX rollout; ``hybrid``, where the force, gate and condition heads learn from recorded windows
     (:mod:`na_training.windows`) and the torque surrogate through rollouts every ``hybrid.rollout_every``
-    steps (see :class:`na_training.config.HybridConfig`)."""
+    steps (see :class:`na_training.config.HybridConfig`).
+
+    ``parallel``: run the steps data-parallel over its devices (and processes); None: plain ``jax.jit`` on
+    the default device."""
 
     def __init__(self, config: TrainConfig, train_episodes: Sequence[TrainingEpisode],
                  val_episodes: Sequence[TrainingEpisode] = (), run_dir: str | Path | None = None,
                  spec: RobotSpec | None = None, stats: FeatureStats | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, parallel: DataParallel | None = None) -> None:
         enable_float64(config.sim.float64)
+        self.parallel = parallel
         self.config = config
         self.spec = spec or load_spec()
         self.log = log or (lambda text: None)
@@ -113,17 +122,26 @@ class Trainer:
         if self.hybrid:
             self.train_windows = self._recorded_windows(train_episodes)
             self.val_windows = self._recorded_windows(val_episodes) if val_episodes else None
+        if parallel is not None:
+            if self.uses_rollouts:
+                parallel.check_batch_size(config.batch_size, "batch_size")
+            if self.hybrid:
+                parallel.check_batch_size(config.hybrid.batch_size, "hybrid.batch_size")
         self.optimizer = make_optimizer(config)
         self.state = TrainState(0, params, jax.tree.map(jnp.array, params), self.optimizer.init(params))
+        if parallel is not None:
+            self.state = TrainState(0, *parallel.replicate((params, self.state.ema, self.state.opt_state)))
         self.run_dir = Path(run_dir) if run_dir else None
         self.condition_channel = self.spec.joint_names.index(config.loss.condition_joint)
         self.effort_bounds = jnp.asarray(self.spec.effort_bounds, jnp.float32)
         # One compiled rollout for training and validation (same batch shapes): MJX compiles slowly on CPUs.
-        self._loss_and_grad = jax.jit(jax.value_and_grad(self._loss_impl, has_aux=True))
-        self._supervised_grad = jax.jit(jax.value_and_grad(self._supervised_impl, has_aux=True))
-        self._supervised_eval = jax.jit(self._supervised_impl)
-        self._hybrid_grad = jax.jit(jax.value_and_grad(self._hybrid_impl, has_aux=True))
-        self._apply_gradients = jax.jit(self._apply_gradients_impl)
+        # Sharded: the batch arrives row-split, the state replicated; GSPMD inserts the gradient all-reduce.
+        jit = jax.jit if parallel is None else parallel.jit
+        self._loss_and_grad = jit(jax.value_and_grad(self._loss_impl, has_aux=True))
+        self._supervised_grad = jit(jax.value_and_grad(self._supervised_impl, has_aux=True))
+        self._supervised_eval = jit(self._supervised_impl)
+        self._hybrid_grad = jit(jax.value_and_grad(self._hybrid_impl, has_aux=True))
+        self._apply_gradients = jit(self._apply_gradients_impl)
         self._compiled: set[tuple] = set()
         self._manager: ocp.CheckpointManager | None = None
         self.provenance: dict[str, Any] = {}
@@ -174,24 +192,49 @@ class Trainer:
         return params, ema, opt_state, optax.tree.norm(grads)
 
     # ------------------------------------------------------------------ batches
-    def train_batch(self, step: int) -> dict[str, np.ndarray]:
-        """The rollout batch of ``step``: a function of (seed, step) only, so resumed runs draw the same windows."""
+    def train_batch(self, step: int, rows: slice | None = None) -> dict[str, np.ndarray]:
+        """The rollout batch of ``step``: a function of (seed, step) only, so resumed runs draw the same windows.
+
+        ``rows``: only these rows of it (a process's share); every random draw is that of the whole batch."""
         rng = np.random.default_rng([self.config.seed, step])
-        batch = self.train_sampler.sample(rng, self.config.batch_size, self.config.horizon_at(step))
+        size = self.config.batch_size
+        batch = self.train_sampler.sample(rng, size, self.config.horizon_at(step), rows)
         noise = self.config.sim.initial_position_noise
         if noise > 0:
             n_arm = self.spec.n_arm
-            batch["qpos0"][:, :n_arm] += rng.uniform(-noise, noise, size=(batch["qpos0"].shape[0], n_arm))
+            offsets = rng.uniform(-noise, noise, size=(size, n_arm))
+            batch["qpos0"][:, :n_arm] += offsets if rows is None else offsets[rows]
         return batch
 
-    def supervised_batch(self, step: int) -> dict[str, np.ndarray]:
-        """The recorded-window batch of ``step`` (hybrid recipe), a function of (seed, step) only."""
+    def supervised_batch(self, step: int, rows: slice | None = None) -> dict[str, np.ndarray]:
+        """The recorded-window batch of ``step`` (hybrid recipe), a function of (seed, step) only; ``rows``
+        as in :meth:`train_batch`."""
         rng = np.random.default_rng([self.config.seed, step, 1])
         hybrid = self.config.hybrid
-        batch = self.train_windows.sample(rng, hybrid.batch_size)
+        batch = self.train_windows.sample(rng, hybrid.batch_size, rows)
         augment_offsets(batch, rng, {"temperature": hybrid.augment_temperature, "voltage": hybrid.augment_voltage},
-                        feature_names(self.spec))
+                        feature_names(self.spec), rows, hybrid.batch_size)
         return batch
+
+    # Where the batches go: numpy to plain jit; with a mesh, each process's rows onto its devices.
+    def _rollout_input(self, step: int) -> dict[str, Any]:
+        if self.parallel is None:
+            return self.train_batch(step)
+        size = self.config.batch_size
+        return self.parallel.place_rows(self.train_batch(step, self.parallel.local_rows(size)), size)
+
+    def _supervised_input(self, step: int) -> dict[str, Any]:
+        if self.parallel is None:
+            return self.supervised_batch(step)
+        size = self.config.hybrid.batch_size
+        return self.parallel.place_rows(self.supervised_batch(step, self.parallel.local_rows(size)), size)
+
+    def _placed(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        """A whole batch that every process builds alike (validation, evaluation)."""
+        return batch if self.parallel is None else self.parallel.place_batch(batch)
+
+    def _scalar(self, value: float) -> Any:
+        return jnp.float32(value) if self.parallel is None else self.parallel.replicate(np.float32(value))
 
     def has_rollout(self, step: int) -> bool:
         """Whether optimisation step ``step`` (0-based) includes a rollout."""
@@ -204,6 +247,7 @@ class Trainer:
             return function(*args)
         self.log(f"compiling {what} ...")
         start = time.perf_counter()
+        compile_then_sync(function, args, what)
         result = jax.block_until_ready(function(*args))
         self.log(f"compiled {what} in {time.perf_counter() - start:.0f} s")
         self._compiled.add(key)
@@ -220,15 +264,15 @@ class Trainer:
         step = self.state.step
         params = self.state.params
         if not self.hybrid:
-            batch = self.train_batch(step)
+            batch = self._rollout_input(step)
             horizon = batch["goal"].shape[1]
             (_, parts), grads = self._call(("rollout", horizon), self._rollout_name(horizon, self.config.batch_size),
                                            self._loss_and_grad, params, batch)
         else:
-            supervised = self.supervised_batch(step)
-            weight = jnp.float32(self.config.hybrid.torque_weight_at(step))
+            supervised = self._supervised_input(step)
+            weight = self._scalar(self.config.hybrid.torque_weight_at(step))
             if self.has_rollout(step):
-                batch = self.train_batch(step)
+                batch = self._rollout_input(step)
                 horizon = batch["goal"].shape[1]
                 (_, parts), grads = self._call(("hybrid", horizon), self._hybrid_name(horizon), self._hybrid_grad,
                                                params, supervised, batch, weight)
@@ -257,10 +301,10 @@ class Trainer:
         if self.val_windows is not None:
             count = max(1, self.config.hybrid.eval_windows // self.config.hybrid.batch_size)
             batches = self.val_windows.fixed(count, self.config.hybrid.batch_size, seed=self.config.seed)
-            weight = jnp.float32(0.0)
+            weight = self._scalar(0.0)
             for batch in batches:
                 _, parts = self._call(("supervised_eval",), "the recorded-window validation", self._supervised_eval,
-                                      params, batch, weight)
+                                      params, self._placed(batch), weight)
                 add(parts, len(batches))
         if self.val_sampler is not None:
             horizon = self.config.horizon_at(self.state.step)
@@ -270,11 +314,12 @@ class Trainer:
             except DataError:
                 batches = []
             for batch in batches:
+                batch = self._placed(batch)
                 if self.hybrid:      # the compiled hybrid step (no second compilation); its rollout parts
-                    supervised = self.train_windows.take(np.arange(self.config.hybrid.batch_size) % len(
-                        self.train_windows))
+                    supervised = self._placed(self.train_windows.take(np.arange(self.config.hybrid.batch_size) % len(
+                        self.train_windows)))
                     (_, parts), _ = self._call(("hybrid", horizon), self._hybrid_name(horizon), self._hybrid_grad,
-                                               params, supervised, batch, jnp.float32(0.0))
+                                               params, supervised, batch, self._scalar(0.0))
                     parts = {k: v for k, v in parts.items() if k.startswith("rollout_") or k in ("arm", "gripper_mm",
                                                                                                  "arm_mae_rad")}
                     parts = {(k if k.startswith("rollout_") else "rollout_" + k): v for k, v in parts.items()}
@@ -286,7 +331,7 @@ class Trainer:
 
     def evaluate_batch(self, batch: dict[str, np.ndarray], use_ema: bool = False) -> dict[str, float]:
         """Rollout losses of one batch (of the training batch size: shares the compiled training rollout)."""
-        (_, parts), _ = self._loss_and_grad(self.state.ema if use_ema else self.state.params, batch)
+        (_, parts), _ = self._loss_and_grad(self.state.ema if use_ema else self.state.params, self._placed(batch))
         return {k: float(v) for k, v in parts.items()}
 
     def export_model(self, use_ema: bool = True) -> NeuralActuator:
@@ -323,8 +368,9 @@ class Trainer:
         step = manager.latest_step() if step is None else step
         if step is None:
             return False
+        # The target shardings are this trainer's (any device count): Orbax re-lays the saved arrays out.
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, self._tree())
-        tree = manager.restore(step, args=ocp.args.StandardRestore(abstract))
+        tree = restore_checkpoint(manager, step, abstract, self.run_dir)
         self.state = TrainState(int(step), tree["params"], tree["ema"], tree["opt_state"])
         return True
 
@@ -339,6 +385,7 @@ class Trainer:
 
         ``progress``: a bar on a terminal, one line every few seconds otherwise (and compile notices)."""
         total = self.config.steps if steps is None else steps
+        primary = jax.process_index() == 0       # several processes: one writes the files, one talks
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             run_file = self.run_dir / RUN_FILE
@@ -346,10 +393,13 @@ class Trainer:
                 previous = json.loads(run_file.read_text())
                 if previous.get("config", {}).get("model") != self.config.to_dict()["model"]:
                     raise ValueError(f"{run_file}: the run directory holds a different model; use another --out")
-            run_file.write_text(json.dumps(self.run_description(), indent=2) + "\n")
-            if resume and self.restore():
+            if primary:
+                run_file.write_text(json.dumps(self.run_description(), indent=2) + "\n")
+            if resume and self.restore() and primary:
                 print(f"resumed from step {self.state.step}")
-        metrics_file = open(self.run_dir / "metrics.jsonl", "a") if self.run_dir else None   # noqa: SIM115
+        metrics_file = (open(self.run_dir / "metrics.jsonl", "a")            # noqa: SIM115
+                        if self.run_dir and primary else None)
+        progress = progress and primary
         last: dict[str, float] = {}
         bar = StepProgress(total, self.state.step, enabled=progress)
         previous_log = self.log
@@ -433,6 +483,17 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     return description
 
 
+def restore_checkpoint(manager: ocp.CheckpointManager, step: int, abstract: Any, run_dir: str | Path | None) -> Any:
+    """Orbax restore of ``step`` into ``abstract`` (shapes, dtypes, target shardings); a one-line
+    ``ValueError`` for a damaged checkpoint or one of another model config."""
+    try:
+        return manager.restore(step, args=ocp.args.StandardRestore(abstract))
+    except Exception as err:      # orbax/tensorstore raise many types for a damaged or foreign checkpoint
+        first_line = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise ValueError(f"{run_dir}: checkpoint {step} cannot be restored ({type(err).__name__}: "
+                         f"{first_line}); is it damaged, or from another model config?") from None
+
+
 def load_trained_model(run_dir: str | Path, step: int | None = None, use_ema: bool = True
                        ) -> tuple[NeuralActuator, dict[str, Any]]:
     """Rebuild the model of a run directory from its checkpoint (latest unless ``step``)."""
@@ -450,12 +511,7 @@ def load_trained_model(run_dir: str | Path, step: int | None = None, use_ema: bo
         if step is None:
             raise FileNotFoundError(f"{run_dir}: no checkpoint")
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
-        try:
-            restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
-        except Exception as err:      # orbax/tensorstore raise many types for a damaged or foreign checkpoint
-            first_line = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-            raise ValueError(f"{run_dir}: checkpoint {step} cannot be restored ({type(err).__name__}: "
-                             f"{first_line}); is it damaged, or from another model config?") from None
+        restored = restore_checkpoint(manager, step, abstract, run_dir)
     finally:
         manager.close()
     description["checkpoint_step"] = int(step)

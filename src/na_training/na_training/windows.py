@@ -83,9 +83,10 @@ class RecordedWindows:
         keys = [k for k in self.arrays if k not in ("episode", "frame")]
         return {k: self.arrays[k][index] for k in keys}
 
-    def sample(self, rng: np.random.Generator, batch_size: int) -> dict[str, np.ndarray]:
-        """``batch_size`` windows drawn uniformly with replacement."""
-        return self.take(rng.integers(0, len(self), size=batch_size))
+    def sample(self, rng: np.random.Generator, batch_size: int, rows: slice | None = None) -> dict[str, np.ndarray]:
+        """``batch_size`` windows drawn uniformly with replacement; ``rows``: only these rows of the batch."""
+        index = rng.integers(0, len(self), size=batch_size)
+        return self.take(index if rows is None else index[rows])
 
     def fixed(self, count: int, batch_size: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
         """Up to ``count`` reproducible batches without repetition (validation)."""
@@ -96,15 +97,21 @@ class RecordedWindows:
 
 
 def augment_offsets(batch: dict[str, np.ndarray], rng: np.random.Generator, offsets: dict[str, float],
-                    names: Sequence[str]) -> None:
+                    names: Sequence[str], rows: slice | None = None, total_rows: int | None = None) -> None:
     """Add, in place, one uniform offset in [-a, a] per window and channel to the features whose name starts
-    with ``prefix + "."`` for each ``prefix: a`` of ``offsets`` (the same offset on all frames of a window)."""
+    with ``prefix + "."`` for each ``prefix: a`` of ``offsets`` (the same offset on all frames of a window).
+
+    ``rows``/``total_rows``: ``batch`` holds these rows of a ``total_rows``-row batch (one process's share);
+    the offsets drawn are those of the whole batch, so the share gets what the whole batch would."""
     windows = batch["windows"]
+    total = windows.shape[0] if total_rows is None else total_rows
     for prefix, amplitude in offsets.items():
         if amplitude <= 0:
             continue
         columns = [k for k, name in enumerate(names) if name.startswith(prefix + ".")]
-        shift = rng.uniform(-amplitude, amplitude, size=(windows.shape[0], 1, len(columns)))
+        shift = rng.uniform(-amplitude, amplitude, size=(total, 1, len(columns)))
+        if rows is not None:
+            shift = shift[rows]
         windows[:, :, columns] += shift.astype(windows.dtype)
 
 
