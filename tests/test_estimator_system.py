@@ -284,8 +284,9 @@ def test_trained_estimator_beats_trivial_predictors_live_and_refuses_every_probe
     assert estimated_probes == 0
     # The model swap: estimates on either side of it; from the last estimate before the swap to 0.5 s after
     # it, no gap between estimated state stamps longer than two model frames beyond the largest gap of the
-    # second before the swap (the machine's own jitter; on a loaded 2-core machine that alone reached
-    # 50-70 ms); /diagnostics names the new model and its dataset.
+    # second before the swap (the machine's own jitter: measured 12 ms across the swap and 12 ms before it on
+    # a lightly loaded machine, 72 ms across it at load average ~10); /diagnostics names the new model and its
+    # dataset.
     swap_gap, jitter_gap, after_swap, diagnostics, new_model = phases.swap_report
     with capsys.disabled():
         print(f"model swap: largest gap {swap_gap * 1e3:.0f} ms across it, {jitter_gap * 1e3:.0f} ms in the second "
