@@ -234,7 +234,7 @@ class ArmDriverCore:
                 completed = time.monotonic()
         self.last_bus_duration = completed - started
         stale = self._decode(readings, completed)
-        self.alerts.extend(self.health.check_timeouts(completed))
+        self.alerts.extend(self.health.check_timeouts(completed, trip=not self.port_lost))
         self._handle_events()
         return self._sample(completed, stale)
 

@@ -58,7 +58,7 @@ PARAMETER_DESCRIPTIONS = {
     "return_delay_us": "Return Delay Time in microseconds (EEPROM, even, 0 recommended)",
     "temperature_warning": "degC: warn above this",
     "temperature_trip": "degC: a follower turns torque off at this temperature",
-    "error_timeout": "s without a valid reply before a servo is reported as failed",
+    "error_timeout": "s without a valid reply before a servo is reported as failed (a follower trips: torque off)",
     "bus_retries": "Sync Read retries per cycle for servos whose reply was missing or corrupt",
     "reply_timeout": "s to wait for replies per transaction; 0 derives it from the baud rate",
     "reopen_interval": "s between attempts to reopen a lost port",

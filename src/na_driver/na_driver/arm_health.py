@@ -85,16 +85,18 @@ class HealthMonitor:
             servo.temperature_warned = False      # 2 degC hysteresis against a flickering warning
         return events
 
-    def check_timeouts(self, now: float) -> list[HealthEvent]:
-        """Servos without a valid reply for longer than the error timeout."""
+    def check_timeouts(self, now: float, trip: bool = True) -> list[HealthEvent]:
+        """Servos without a valid reply for longer than the error timeout: a trip (a follower turns torque off and
+        holds until ~/reboot), unless ``trip`` is False (the port itself is lost: its own path handles that)."""
         events = []
         for servo in self.servos:
             silent = now - servo.last_reply
             if silent > self.error_timeout and not servo.not_responding:
                 servo.not_responding = True
-                events.append(HealthEvent(ERROR, servo.servo_id, servo.joint,
-                                          f"{servo.label}: no valid reply for {silent:.2f} s "
-                                          f"(error timeout {self.error_timeout:.2f} s)"))
+                reason = f"no valid reply for {silent:.2f} s (error timeout {self.error_timeout:.2f} s)"
+                if trip:
+                    servo.trip_reason = servo.trip_reason or reason
+                events.append(HealthEvent(ERROR, servo.servo_id, servo.joint, f"{servo.label}: {reason}", trip=trip))
         return events
 
     def clear_trip(self, index: int) -> None:

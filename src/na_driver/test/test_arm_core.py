@@ -234,7 +234,7 @@ def test_fault_campaign_with_moving_truth_publishes_no_wrong_value() -> None:
     assert [s.crc_errors for s in samples] == sorted(s.crc_errors for s in samples)     # cumulative
 
 
-def test_stalled_servo_is_reported_after_the_error_timeout(emulated_arm) -> None:
+def test_stalled_servo_is_reported_after_the_error_timeout_and_trips_the_follower(emulated_arm) -> None:
     error_timeout = 0.2
     emulator, _ = emulated_arm()
     core, log = make_core(emulator.port_path, error_timeout=error_timeout)
@@ -257,6 +257,7 @@ def test_stalled_servo_is_reported_after_the_error_timeout(emulated_arm) -> None
         assert error_timeout < reported_at - last_fresh < error_timeout + 1.0
         assert emulator.elapsed_s > stall_from and "no valid reply" in log.text(min_level=2)
         assert core.servo_status()[3][2] == 2          # ERROR level in diagnostics
+        assert not core.torque_enabled and "follower tripped, torque off" in log.text(min_level=2)
     finally:
         core.shutdown()
 
