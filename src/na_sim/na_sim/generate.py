@@ -19,6 +19,7 @@ generated bag carries the same topics, types, stamps and units as a live recordi
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -145,6 +146,17 @@ class GenerateReport:
     def realtime_factor(self) -> float:
         """Simulated seconds per wall-clock second of the run (all workers together)."""
         return self.sim_seconds / max(self.elapsed_seconds or self.wall_seconds, 1e-9)
+
+
+PROGRESS_LINE_S = 10.0     # s between plain progress lines when stderr is not a terminal
+
+
+def _on_terminal() -> bool:
+    """Whether stderr is a terminal: the progress bar is drawn only there (in a log it is one long line)."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def plan_episodes(options: GenerateOptions) -> list[tuple[str, float, int]]:
@@ -446,14 +458,29 @@ def generate(options: GenerateOptions, *, progress: bool = True, log: Callable[[
     first_id = eb.next_episode_id(out)
     report = GenerateReport()
     wall = time.perf_counter()
-    bar = tqdm(total=round(sum(durations), 2), unit="sim s", disable=not progress, dynamic_ncols=True,
+    bar = tqdm(total=round(sum(durations), 2), unit="sim s", disable=not progress or not _on_terminal(),
+               dynamic_ncols=True,
                bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} sim s [{elapsed}<{remaining}, {rate_fmt}]")
+    last_line = time.monotonic()
+
+    def episode_done() -> None:
+        """In a log (no bar): one plain line every PROGRESS_LINE_S seconds and after the last episode."""
+        nonlocal last_line
+        if not progress or not bar.disable:
+            return
+        done = len(report.episodes)
+        if time.monotonic() - last_line >= PROGRESS_LINE_S or done == len(plan):
+            last_line = time.monotonic()
+            log(f"generate: {done}/{len(plan)} episodes, {report.sim_seconds:.1f} s simulated, "
+                f"{time.perf_counter() - wall:.0f} s wall")
+
     try:
         if jobs <= 1 or len(plan) == 1:
             for i, planned in enumerate(plan):
                 bar.set_description(f"{planned[0]} {planned[1]:g} g seed {planned[2]}")
                 report.episodes.append(_run_planned(options, planned, first_id + i, starts[i], bar.update))
                 bar.set_postfix_str(f"{report.realtime_factor:.0f}x real time")
+                episode_done()
         else:
             with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
                 futures = [pool.submit(_run_planned, options, planned, first_id + i, starts[i])
@@ -461,6 +488,7 @@ def generate(options: GenerateOptions, *, progress: bool = True, log: Callable[[
                 for future, duration in zip(futures, durations, strict=True):
                     report.episodes.append(future.result())
                     bar.update(duration)
+                    episode_done()
     finally:
         bar.close()
     report.elapsed_seconds = time.perf_counter() - wall

@@ -132,7 +132,7 @@ class Rig:
         self.leader_registers = [SimulatedServoRegisters(sid) for sid in spec.servo_ids]
         self.follower_registers = [SimulatedServoRegisters(sid) for sid in spec.servo_ids]
         n = spec.n_motors
-        follower_params = ServoParams.from_yaml(cfg.servo_config, n, seed=self.seed)
+        follower_params = ServoParams.from_yaml(cfg.servo_config, n, seed=self.seed).worn(cfg.follower_wear)
         leader_params = ServoParams.from_yaml(cfg.servo_config, n, seed=self.seed + 7919)
         self._rng = np.random.default_rng(self.seed)
         self.follower = ServoBank(follower_params, self._bus(), self._rng, cfg.ambient_temperature)

@@ -6,6 +6,7 @@ name there or takes a path (:mod:`na_common.config_files`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +41,7 @@ def parse_fixture(pose) -> FixturePose:
 
 # Keys of na_sim/config/sim_rig.yaml: a typo is an error, not a silently ignored setting.
 _KNOWN_KEYS: dict[str, set[str] | None] = {
+    "base": None, "follower_wear": None,
     "servo_config": None, "timestep_s": None, "reflected_inertia_kg_m2": None,
     "supply": {"voltage_v", "source_resistance_ohm", "filter_time_s"},
     "ambient_temperature_c": None, "initial_warmup_c": None, "initial_pose": None,
@@ -64,6 +66,26 @@ def _check_keys(raw: dict, known: dict[str, set[str] | None]) -> None:
         unknown = sorted(set(raw[section]) - keys)
         if unknown:
             raise ValueError(f"{section}: unknown keys {unknown}; known: {sorted(keys)}")
+
+
+def _load_with_base(path: Path, seen: tuple[Path, ...]) -> dict:
+    """A rig config mapping; ``base: NAME`` first loads that config (a path relative to this file or a
+    shipped name) and this file's sections then replace or extend it key by key."""
+    raw = load_yaml_mapping(path, RigConfigError, "rig config")
+    base_name = raw.pop("base", None)
+    if base_name is None:
+        return raw
+    base_path = path.parent / str(base_name)
+    base_path = base_path if base_path.is_file() else find_config(str(base_name))
+    if base_path.resolve() in seen or base_path.resolve() == path.resolve():
+        raise RigConfigError(f"{path}: base {base_name} includes itself")
+    merged = _load_with_base(base_path, (*seen, path.resolve()))
+    for key, value in raw.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
 
 
 @dataclass(frozen=True)
@@ -97,13 +119,16 @@ class RigConfig:
     restriction_rest_angle: float = -0.6
     restriction_damping: float = 0.15
     restriction_friction: float = 0.08
+    # A worn or different follower: factors on named servo parameters (``ServoParams`` fields, e.g.
+    # coulomb_nm 2.0), applied to the follower's servos only (the leader reads positions).
+    follower_wear: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def from_yaml(cls, path: str | Path | None = None) -> RigConfig:
         """Load the shipped ``sim_rig.yaml`` or ``path`` (a file or a shipped name); missing keys keep the
         defaults above."""
         path = find_config(path if path is not None else RIG_CONFIG_NAME)
-        raw = load_yaml_mapping(path, RigConfigError, "rig config")
+        raw = _load_with_base(path, seen=())
         try:
             return cls._from_mapping(raw, path.parent)
         except (KeyError, TypeError, ValueError) as exc:
@@ -130,7 +155,11 @@ class RigConfig:
                 raise ValueError(f"{name} needs 5 values (one per servo)")
             return values
 
+        wear = raw.get("follower_wear", {}) or {}
+        if not isinstance(wear, dict):
+            raise ValueError("follower_wear must map servo parameter names to factors")
         config = cls(
+            follower_wear=tuple(sorted((str(k), float(v)) for k, v in wear.items())),
             servo_config=servo_path,
             timestep_s=float(raw.get("timestep_s", default["timestep_s"])),
             reflected_inertia=float(raw.get("reflected_inertia_kg_m2", default["reflected_inertia"])),
@@ -164,6 +193,9 @@ class RigConfig:
         return config
 
     def validate(self) -> None:
+        for name, factor in self.follower_wear:
+            if not (math.isfinite(factor) and factor > 0):
+                raise RigConfigError(f"follower_wear.{name} must be a positive factor, got {factor}")
         if not 0 < self.timestep_s <= 0.01:
             raise RigConfigError(f"timestep_s must be in (0, 0.01] s, got {self.timestep_s}")
         if self.reflected_inertia <= 0 or self.supply_voltage <= 0 or self.supply_resistance < 0:

@@ -20,7 +20,8 @@ that family (``sts3215``: :class:`na_sim.sts_servo_model.StsServoBank`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +120,18 @@ class ServoParams:
     @property
     def backlash_rad(self) -> np.ndarray:
         return np.radians(self.backlash_arcmin / 60.0)
+
+    def worn(self, factors: Sequence[tuple[str, float]]) -> ServoParams:
+        """These parameters with each named one multiplied by its factor (a worn or different unit)."""
+        names = {f.name for f in fields(self)} - {"family"}
+        unknown = sorted(name for name, _ in factors if name not in names)
+        if unknown:
+            raise RigConfigError(f"follower_wear: unknown servo parameters {unknown}")
+        changed = {name: getattr(self, name) * float(factor) for name, factor in factors}
+        for name in ("efficiency_forward", "efficiency_backward"):
+            if name in changed:
+                changed[name] = np.minimum(changed[name], 0.98)
+        return replace(self, **changed)
 
     @classmethod
     def from_yaml(cls, path: str | Path | None = None, n_servos: int = 5, seed: int | None = 0) -> ServoParams:

@@ -247,6 +247,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="length of a synthetic bag")
     parser.add_argument("--ft-rate", type=float, default=500.0, help="F/T sample rate of the synthetic bags (Hz)")
     args = parser.parse_args()
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)        # a fresh folder is fine; its datasets are removed
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
         if args.bags:
             rate = 1.0 / args.frame_period if args.frame_period else args.rate

@@ -177,11 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--raw-weights", action="store_true", help="export the raw instead of the EMA weights")
     export.set_defaults(handler=run_export)
 
+    from na_training.adapt import add_adapt_parser
     from na_training.baselines.compare import add_compare_parser
     from na_training.evaluate import add_eval_parser
 
     add_eval_parser(sub)
     add_compare_parser(sub)
+    add_adapt_parser(sub)
     return parser
 
 

@@ -41,6 +41,7 @@ from na_training.baselines.metrics import (
     force_mae_by_group,
     group_key,
 )
+from na_training.progress import is_terminal
 
 HORIZONS = (100, 300, 500, 600)          # paper Tables III-VI (600 steps ~ 10 s at 60 Hz)
 CONDITION_JOINT = "joint3"               # paper Sec. IV-G
@@ -172,7 +173,8 @@ class RolloutEvaluator:
         """Per episode: simulated ``qpos`` [T, n] (states 1..T) and ``force`` [T, 3] (outputs at 0..T-1)."""
         results = []
         chunks = range(0, len(episodes), ROLLOUT_BATCH)
-        for start in tqdm(chunks, desc=f"rollouts ({horizon} steps)", unit="batch", disable=not progress,
+        shown = progress and is_terminal(sys.stderr)        # a bar only on a terminal
+        for start in tqdm(chunks, desc=f"rollouts ({horizon} steps)", unit="batch", disable=not shown,
                           file=sys.stderr):
             chunk = list(episodes[start:start + ROLLOUT_BATCH])
             padded = chunk + [chunk[0]] * (ROLLOUT_BATCH - len(chunk))      # fixed shape: no recompilation
@@ -430,7 +432,8 @@ def evaluate(run: str | Path, nad: str | Path, split: str = "test", out: str | P
     _log(f"[eval] rollouts of {rollout_length} steps from each episode start (compiling once)")
     rollouts = RolloutEvaluator(model, config, spec).run([e.training for e in episodes], rollout_length, progress)
     predictor = StreamingPredictor(model)
-    streaming = [predictor(e) for e in tqdm(episodes, desc="streaming", unit="episode", disable=not progress,
+    shown = progress and is_terminal(sys.stderr)
+    streaming = [predictor(e) for e in tqdm(episodes, desc="streaming", unit="episode", disable=not shown,
                                             file=sys.stderr)]
     condition_tasks = tuple(config.loss.condition_tasks)
     results: dict[str, Any] = {

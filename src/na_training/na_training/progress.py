@@ -31,7 +31,7 @@ class ItemProgress:
         self.done = self.messages = self.skipped = 0
         self._done_in_line = 0
         self._bar = None
-        if enabled and _is_terminal(self.stream):
+        if enabled and is_terminal(self.stream):
             self._bar = tqdm(total=total, desc=label, unit=unit, file=self.stream, dynamic_ncols=True)
 
     def advance(self, messages: int = 0, skipped: bool = False) -> None:
@@ -76,7 +76,7 @@ class StepProgress:
         self.enabled = enabled
         self.total = total
         self.period_s = period_s
-        self.terminal = enabled and _is_terminal(self.stream)
+        self.terminal = enabled and is_terminal(self.stream)
         self._bar = (tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, file=self.stream)
                      if self.terminal else None)
         self._last_line = time.monotonic()
@@ -114,7 +114,8 @@ class StepProgress:
             self._bar.close()
 
 
-def _is_terminal(stream: TextIO) -> bool:
+def is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal (progress bars only there; logs get plain lines)."""
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):

@@ -126,6 +126,7 @@ class Trainer:
         self._apply_gradients = jax.jit(self._apply_gradients_impl)
         self._compiled: set[tuple] = set()
         self._manager: ocp.CheckpointManager | None = None
+        self.provenance: dict[str, Any] = {}
 
     def _recorded_windows(self, episodes: Sequence[TrainingEpisode]) -> RecordedWindows:
         hybrid = self.config.hybrid
@@ -294,7 +295,10 @@ class Trainer:
 
     # ------------------------------------------------------------------ run directory
     def run_description(self) -> dict[str, Any]:
-        return describe_run(self.config, self.stats, self.spec, parameter_count(self.model), self.state.step)
+        """``run.json``: config, feature statistics, robot, dataset, and ``provenance`` (e.g. an adaptation's
+        parent run and data)."""
+        return describe_run(self.config, self.stats, self.spec, parameter_count(self.model),
+                            self.state.step) | self.provenance
 
     def _checkpoints(self) -> ocp.CheckpointManager:
         if self._manager is None:

@@ -174,3 +174,34 @@ def test_eval_refuses_bad_input_with_a_message(nad_and_run, tmp_path, capsys):
     assert main(["eval", str(other), "--nad", str(nad_dir), "--out", str(tmp_path / "out")]) == 2
     assert "does not match the run" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def _damaged_copy(run_dir, tmp_path, damage: str):
+    """A copy of a real run directory with its run.json or its checkpoint files damaged."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    if damage == "run.json":
+        (copy / "run.json").write_text("{}")
+    else:
+        files = [p for p in (copy / "checkpoints").rglob("*") if p.is_file() and p.stat().st_size > 0]
+        assert files, "the run has no checkpoint files to damage"
+        for path in files:
+            path.write_bytes(b"\x00garbage" * 8)
+    return copy
+
+
+@pytest.mark.parametrize("damage", ["run.json", "checkpoint"])
+def test_export_and_eval_of_a_damaged_run_give_one_line(nad_and_run, tmp_path, capsys, damage):
+    from na_training.cli import main
+
+    nad_dir, run_dir = nad_and_run
+    damaged = _damaged_copy(run_dir, tmp_path, damage)
+    for command in (["export", str(damaged), "--out", str(tmp_path / "model.onnx")],
+                    ["eval", str(damaged), "--nad", str(nad_dir), "--out", str(tmp_path / "eval"), "--quiet"]):
+        assert main(command) == 2, command
+        errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line.lower()]
+        assert len(errors) == 1 and "Traceback" not in errors[0], errors
+        assert ("lacks" if damage == "run.json" else "cannot be restored") in errors[0]
+    assert not (tmp_path / "model.onnx").exists()

@@ -44,6 +44,7 @@ from na_training.baselines.metrics import (
 )
 from na_training.baselines.mlp import MLPConfig, MLPForce
 from na_training.baselines.momentum_observer import MomentumObserver
+from na_training.progress import is_terminal
 
 LEARNED = "NeuralActuator"
 DATA_DRIVEN = (MLPForce.name,)   # learned baselines: not part of "best classical"
@@ -66,7 +67,8 @@ def _force_methods(mlp: MLPConfig | None = None) -> list:
 
 
 def _estimate_all(method, episodes: Sequence[EpisodeArrays], label: str) -> list[np.ndarray]:
-    return [method.estimate(e) for e in tqdm(episodes, desc=label, unit="episode", leave=False, file=sys.stderr)]
+    return [method.estimate(e) for e in tqdm(episodes, desc=label, unit="episode", leave=False, file=sys.stderr,
+                                                    disable=not is_terminal(sys.stderr))]
 
 
 def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArrays],
@@ -138,7 +140,8 @@ def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArray
 
     if predictor is not None:
         _log(f"[compare] running {LEARNED} on {len(test)} test episodes")
-        outputs = [predictor(e) for e in tqdm(test, desc=LEARNED, unit="episode", leave=False, file=sys.stderr)]
+        outputs = [predictor(e) for e in tqdm(test, desc=LEARNED, unit="episode", leave=False, file=sys.stderr,
+                                                  disable=not is_terminal(sys.stderr))]
         probs = [np.asarray(o["contact_prob"], dtype=float).reshape(-1) for o in outputs]
         score_force(LEARNED, [np.asarray(o["force"], dtype=float) for o in outputs], [p > 0.5 for p in probs], probs)
         in_experiment = {id(e) for e in condition_test}
