@@ -15,11 +15,12 @@ from na_common.ament import find_executable
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "src" / "na_bringup" / "config"
 # executable -> the parameter files written for it
 NODES = {
-    ("na_driver", "arm_driver"): ["leader_arm.yaml", "follower_arm.yaml"],
+    ("na_driver", "arm_driver"): ["leader_arm.yaml", "follower_arm.yaml", "so101_leader_arm.yaml",
+                                  "so101_follower_arm.yaml"],
     ("na_driver", "ft_driver"): ["ft_netft.yaml", "ft_serial.yaml"],
     ("na_estimator", "estimator"): ["estimator.yaml"],
     ("na_teleop", "recorder"): ["recorder.yaml"],
-    ("na_teleop", "teleop"): ["teleop.yaml"],
+    ("na_teleop", "teleop"): ["teleop.yaml", "so101_teleop.yaml"],
 }
 
 

@@ -28,13 +28,14 @@ from typing import Any, ClassVar
 import numpy as np
 import yaml
 from rosbags.highlevel import AnyReader, AnyReaderError
+from rosbags.interfaces import MessageDefinitionFormat
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.rosbag2.storage_mcap import McapWriter
-from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+from rosbags.typesys import Stores, TypesysError, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
 from na_common import ament, topics
-from na_common.mcap_raw import McapError, read_mcap_messages
+from na_common.mcap_raw import McapError, Schema, read_mcap_messages
 
 NA_MSGS_PACKAGE = "na_msgs"
 SIDECAR_NAME = "episode.json"
@@ -98,6 +99,38 @@ def typestore() -> Typestore:
         types.update(get_types_from_msg(msg_file.read_text(), f"{NA_MSGS_PACKAGE}/msg/{msg_file.stem}"))
     store.register(types)
     return store
+
+
+# A bag stores the definition of each topic's type as its writer knew it (MCAP Schema records, rosbag2
+# message definitions): "ros2msg" text, the type's own definition first, then each type it uses after
+# a line of 80 '=' and a "MSG: pkg/Type" (or "pkg/msg/Type") line. Decoding with that definition
+# reads bags recorded before a message changed (e.g. a field added to na_msgs/ArmState).
+ROS2MSG = "ros2msg"
+
+
+@lru_cache(maxsize=32)
+def schema_typestore(msgtype: str, text: str) -> Typestore:
+    """ROS 2 Jazzy type store holding the types of one ``ros2msg`` definition (``text``, of ``msgtype``)
+    as given there: where the definition differs from a Jazzy type, the definition wins."""
+    try:
+        types = get_types_from_msg(text.replace("\r\n", "\n"), msgtype)
+    except TypesysError as err:
+        raise EpisodeBagError(f"cannot parse the stored definition of {msgtype}: {err}") from err
+    store = get_typestore(Stores.ROS2_JAZZY)
+    for name in types.keys() & store.fielddefs.keys():
+        del store.fielddefs[name]
+        store.types.pop(name, None)
+    store.cache.clear()
+    store.register(types)
+    return store
+
+
+def bag_fielddefs(msgtype: str, schema: Schema | None) -> Mapping[str, Any]:
+    """The field definitions to decode a bag's ``msgtype`` messages with: those of the bag's stored
+    ``ros2msg`` definition, else (none stored, another encoding) the installed ones (:func:`typestore`)."""
+    if schema is None or schema.encoding != ROS2MSG or not schema.text.strip():
+        return typestore().fielddefs
+    return schema_typestore(msgtype, schema.text).fielddefs
 
 
 def message_class(msgtype: str) -> type:
@@ -528,7 +561,8 @@ def topic_summaries(info: Mapping[str, Any]) -> dict[str, TopicSummary]:
 @dataclass(frozen=True)
 class RawMessages:
     """One topic's messages as CDR bytes, in bag-time order (ties in recording order): message ``k``
-    is ``buffer[offsets[k]:offsets[k] + sizes[k]]``, recorded at bag time ``log_times[k]`` (ns)."""
+    is ``buffer[offsets[k]:offsets[k] + sizes[k]]``, recorded at bag time ``log_times[k]`` (ns).
+    ``schema``: the message definition stored in the bag for the topic (None when there is none)."""
 
     topic: str
     msgtype: str
@@ -536,6 +570,11 @@ class RawMessages:
     buffer: np.ndarray       # uint8, shared by the topics of one bag
     offsets: np.ndarray      # int64
     sizes: np.ndarray        # int64
+    schema: Schema | None = None
+
+    def fielddefs(self) -> Mapping[str, Any]:
+        """Field definitions to decode these messages with (:func:`bag_fielddefs`)."""
+        return bag_fielddefs(self.msgtype, self.schema)
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -566,12 +605,12 @@ def read_raw_messages(path: str | Path, names: Collection[str], info: Mapping[st
             located = _raw_from_rosbags(path, set(names))
     except (McapError, OSError) as err:
         raise EpisodeBagError(f"cannot read episode bag {path}: {err}") from err
-    buffer, per_topic = located
+    buffer, per_topic, schemas = located
     out = {}
     for name in names:
         log_times, offsets, sizes = per_topic.get(name, _NO_MESSAGES)
         out[name] = RawMessages(topic=name, msgtype=summaries[name].msgtype, log_times=log_times, buffer=buffer,
-                                offsets=offsets, sizes=sizes)
+                                offsets=offsets, sizes=sizes, schema=schemas.get(name))
     return out
 
 
@@ -581,9 +620,11 @@ _NO_MESSAGES = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int
 _Located = tuple[np.ndarray, np.ndarray, np.ndarray]      # log times, offsets, sizes of one topic's messages
 
 
-def _raw_from_mcap(path: Path, info: Mapping[str, Any], names: set[str]) -> tuple[np.ndarray, dict[str, _Located]]:
+def _raw_from_mcap(path: Path, info: Mapping[str, Any], names: set[str]
+                   ) -> tuple[np.ndarray, dict[str, _Located], dict[str, Schema]]:
     buffers: list[np.ndarray] = []
     found: dict[str, list[tuple[np.ndarray, ...]]] = {}
+    schemas: dict[str, Schema] = {}
     base = 0
     for number, name in enumerate(info.get("relative_file_paths") or []):
         read = read_mcap_messages(path / name)
@@ -592,10 +633,20 @@ def _raw_from_mcap(path: Path, info: Mapping[str, Any], names: set[str]) -> tupl
                 found.setdefault(channel.topic, []).append((
                     channel.log_times, channel.offsets + base, channel.sizes,
                     np.full(len(channel.ranks), number), channel.ranks))
+                if channel.schema is not None:
+                    _add_schema(schemas, channel.topic, channel.schema, path)
         buffers.append(read.buffer)
         base += len(read.buffer)
     buffer = np.concatenate(buffers) if len(buffers) > 1 else buffers[0] if buffers else np.zeros(0, np.uint8)
-    return buffer, {topic: _merge_in_order(parts) for topic, parts in found.items()}
+    return buffer, {topic: _merge_in_order(parts) for topic, parts in found.items()}, schemas
+
+
+def _add_schema(schemas: dict[str, Schema], topic: str, schema: Schema, path: Path) -> None:
+    """Record ``topic``'s stored definition; its channels (in several files) must agree on it."""
+    have = schemas.setdefault(topic, schema)
+    if have != schema:
+        raise EpisodeBagError(f"cannot read episode bag {path}: topic {topic} is stored with two different "
+                              f"message definitions ({have.name}, {schema.name})")
 
 
 def _merge_in_order(parts: list[tuple[np.ndarray, ...]]) -> _Located:
@@ -605,11 +656,15 @@ def _merge_in_order(parts: list[tuple[np.ndarray, ...]]) -> _Located:
     return log_times[order], offsets[order], sizes[order]
 
 
-def _raw_from_rosbags(path: Path, names: set[str]) -> tuple[np.ndarray, dict[str, _Located]]:
+def _raw_from_rosbags(path: Path, names: set[str]) -> tuple[np.ndarray, dict[str, _Located], dict[str, Schema]]:
     found: dict[str, tuple[list[int], list[bytes]]] = {}
+    schemas: dict[str, Schema] = {}
     try:
         with AnyReader([path], default_typestore=typestore()) as reader:
             connections = [c for c in reader.connections if c.topic in names]
+            for c in connections:
+                if c.msgdef.format == MessageDefinitionFormat.MSG and c.msgdef.data.strip():
+                    _add_schema(schemas, c.topic, Schema(name=c.msgtype, encoding=ROS2MSG, text=c.msgdef.data), path)
             for connection, stamp, raw in reader.messages(connections=connections):
                 times, data = found.setdefault(connection.topic, ([], []))
                 times.append(stamp)
@@ -625,7 +680,7 @@ def _raw_from_rosbags(path: Path, names: set[str]) -> tuple[np.ndarray, dict[str
         k = len(data)
         out[topic] = (np.asarray(times, dtype=np.int64), starts[at:at + k], sizes[at:at + k])
         at += k
-    return buffer, out
+    return buffer, out, schemas
 
 
 def list_episodes(out_dir: str | Path) -> list[Path]:

@@ -9,7 +9,10 @@ does. Message order is that of rosbags' reader: log time, then chunk position in
 position in the chunk.
 
 MCAP records: opcode (1 byte), length (uint64 little endian), body. A Message body is
-channel id (uint16), sequence (uint32), log time (uint64), publish time (uint64), data.
+channel id (uint16), sequence (uint32), log time (uint64), publish time (uint64), data. A Schema
+body is id (uint16), name, encoding (strings: uint32 length + UTF-8), data (uint32 length + bytes); a
+Channel body is id (uint16), schema id (uint16, 0: none), topic, message encoding, metadata. Each
+channel's schema (e.g. the ``ros2msg`` definition its writer stored) comes with its messages.
 """
 
 from __future__ import annotations
@@ -24,13 +27,22 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 MAGIC = b"\x89MCAP0\r\n"
-OP_FOOTER, OP_CHANNEL, OP_MESSAGE, OP_CHUNK, OP_MESSAGE_INDEX = 0x02, 0x04, 0x05, 0x06, 0x07
+OP_FOOTER, OP_SCHEMA, OP_CHANNEL, OP_MESSAGE, OP_CHUNK, OP_MESSAGE_INDEX = 0x02, 0x03, 0x04, 0x05, 0x06, 0x07
 RECORD_HEAD = 9                     # opcode + uint64 length
 MESSAGE_HEAD = RECORD_HEAD + 22     # + channel id, sequence, log time, publish time
 
 
 class McapError(ValueError):
     """The file is not a readable MCAP file; the message says what is wrong and where."""
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A Schema record: the message type name, its encoding (``ros2msg``, ``ros2idl``, ...) and definition."""
+
+    name: str
+    encoding: str
+    text: str                # the schema data as UTF-8 text ("" when the writer stored none)
 
 
 @dataclass
@@ -42,6 +54,19 @@ class ChannelMessages:
     offsets: np.ndarray      # int64, into McapMessages.buffer
     sizes: np.ndarray        # int64
     ranks: np.ndarray        # int64, place of each message in the file, counted over every channel
+    schema: Schema | None = None     # the channel's schema; None when it has none (schema id 0)
+
+
+@dataclass
+class _Catalog:
+    """Channel and schema records met while walking the file."""
+
+    topics: dict[int, str] = field(default_factory=dict)          # channel id -> topic
+    channel_schema: dict[int, int] = field(default_factory=dict)  # channel id -> schema id
+    schemas: dict[int, Schema] = field(default_factory=dict)      # schema id -> schema
+
+    def schema_of(self, channel: int) -> Schema | None:
+        return self.schemas.get(self.channel_schema.get(channel, 0))
 
 
 @dataclass
@@ -137,7 +162,7 @@ def _gather(data: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
     return sliding_window_view(data, width)[offsets]
 
 
-def _indexed_messages(chunk: _Chunk, where: str, topics: dict[int, str]) -> tuple[np.ndarray, ...] | None:
+def _indexed_messages(chunk: _Chunk, where: str, catalog: _Catalog) -> tuple[np.ndarray, ...] | None:
     """Channel, log time, data offset and size of every message of ``chunk`` from its message index,
     or None when the index does not account for every message record of the chunk.
 
@@ -161,14 +186,14 @@ def _indexed_messages(chunk: _Chunk, where: str, topics: dict[int, str]) -> tupl
     owner = np.concatenate([np.full(len(v), c) for c, v in chunk.index.items()])
     if not np.array_equal(channel[np.searchsorted(offsets, np.concatenate(list(chunk.index.values())))], owner):
         return None
-    if not _gaps_hold_no_message(chunk.data, offsets, ends, f"{where} chunk at byte {chunk.start}", topics):
+    if not _gaps_hold_no_message(chunk.data, offsets, ends, f"{where} chunk at byte {chunk.start}", catalog):
         return None
     log_time = np.ascontiguousarray(head[:, 15:23]).view("<u8")[:, 0].astype(np.int64)
     return channel, log_time, offsets + MESSAGE_HEAD, ends - offsets - MESSAGE_HEAD
 
 
 def _gaps_hold_no_message(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, where: str,
-                          topics: dict[int, str]) -> bool:
+                          catalog: _Catalog) -> bool:
     """True when the bytes around the records ``[starts, ends)`` are whole records without a message."""
     gap_starts = np.concatenate([[0], ends])
     gap_ends = np.concatenate([starts, [len(data)]])
@@ -176,7 +201,7 @@ def _gaps_hold_no_message(data: np.ndarray, starts: np.ndarray, ends: np.ndarray
     for lo, hi in zip(gap_starts[gap_ends > gap_starts].tolist(), gap_ends[gap_ends > gap_starts].tolist(),
                       strict=True):
         try:
-            if len(_scan(view, lo, hi, where, topics)[0]):
+            if len(_scan(view, lo, hi, where, catalog)[0]):
                 return False
         except McapError:
             return False
@@ -201,11 +226,11 @@ def _walk_records(data: memoryview, begin: int, end: int, where: str, on_record:
         at = body_end
 
 
-def _scan(data: memoryview, begin: int, end: int, where: str, topics: dict[int, str],
+def _scan(data: memoryview, begin: int, end: int, where: str, catalog: _Catalog,
           chunks: list[_Chunk] | None = None) -> tuple[np.ndarray, ...]:
     """Record-by-record walk of ``data[begin:end]``: channel, log time, data offset and size of each
-    message; channel records go to ``topics``; at the top level (``chunks`` given) chunks and their
-    message index records are collected."""
+    message; channel and schema records go to ``catalog``; at the top level (``chunks`` given) chunks
+    and their message index records are collected."""
     channel, log_time, offset, size = [], [], [], []
 
     def on_record(opcode: int, body: int, body_end: int) -> None:
@@ -218,8 +243,19 @@ def _scan(data: memoryview, begin: int, end: int, where: str, topics: dict[int, 
             offset.append(body + 22)
             size.append(body_end - body - 22)
         elif opcode == OP_CHANNEL:
-            (cid,) = struct.unpack_from("<H", data, body)
-            topics[cid] = _string(data, body + 4)[0]
+            cid, schema_id = struct.unpack_from("<HH", data, body)
+            catalog.topics[cid] = _string(data, body + 4)[0]
+            catalog.channel_schema[cid] = schema_id
+        elif opcode == OP_SCHEMA:
+            (sid,) = struct.unpack_from("<H", data, body)
+            name, at = _string(data, body + 2)
+            encoding, at = _string(data, at)
+            (length,) = struct.unpack_from("<I", data, at)
+            if at + 4 + length > body_end:
+                raise McapError(f"{where}: schema record at byte {body - RECORD_HEAD}: data exceeds its record")
+            text = bytes(data[at + 4: at + 4 + length]).decode()
+            if sid:
+                catalog.schemas[sid] = Schema(name=name, encoding=encoding, text=text)
         elif opcode == OP_CHUNK and chunks is not None:
             chunks.append(_parse_chunk(data, body, body_end))
         elif opcode == OP_MESSAGE_INDEX and chunks:
@@ -247,10 +283,10 @@ def read_mcap_messages(path: str | Path) -> McapMessages:
 
 
 def _read(raw: bytes, where: str) -> McapMessages:
-    topics: dict[int, str] = {}
+    catalog = _Catalog()
     chunks: list[_Chunk] = []
     parts = _Parts()
-    channel, log_time, offset, size = _scan(memoryview(raw), len(MAGIC), len(raw) - len(MAGIC), where, topics, chunks)
+    channel, log_time, offset, size = _scan(memoryview(raw), len(MAGIC), len(raw) - len(MAGIC), where, catalog, chunks)
     parts.add(channel, log_time, offset, size, place=offset, within=np.zeros_like(offset))
     # The buffer: the file (stored chunks are read in place), then the decompressed chunks.
     buffers = [np.frombuffer(raw, dtype=np.uint8)]
@@ -262,21 +298,21 @@ def _read(raw: bytes, where: str) -> McapMessages:
             chunk.base = base
             base += len(chunk.data)
             buffers.append(chunk.data)
-        _chunk_messages(chunk, where, topics, parts)
+        _chunk_messages(chunk, where, catalog, parts)
     buffer = np.concatenate(buffers) if len(buffers) > 1 else buffers[0]
-    return McapMessages(buffer=buffer, channels=_by_channel(parts, topics, where))
+    return McapMessages(buffer=buffer, channels=_by_channel(parts, catalog, where))
 
 
-def _chunk_messages(chunk: _Chunk, where: str, topics: dict[int, str], parts: _Parts) -> None:
-    located = _indexed_messages(chunk, where, topics)
+def _chunk_messages(chunk: _Chunk, where: str, catalog: _Catalog, parts: _Parts) -> None:
+    located = _indexed_messages(chunk, where, catalog)
     if located is None:
         view = memoryview(chunk.data)
-        located = _scan(view, 0, len(view), f"{where} chunk at byte {chunk.start}", topics)
+        located = _scan(view, 0, len(view), f"{where} chunk at byte {chunk.start}", catalog)
     channel, log_time, offset, size = located
     parts.add(channel, log_time, offset + chunk.base, size, place=np.full_like(offset, chunk.start), within=offset)
 
 
-def _by_channel(parts: _Parts, topics: dict[int, str], where: str) -> dict[int, ChannelMessages]:
+def _by_channel(parts: _Parts, catalog: _Catalog, where: str) -> dict[int, ChannelMessages]:
     if not parts.channel:
         return {}
     channel = np.concatenate(parts.channel)
@@ -293,8 +329,8 @@ def _by_channel(parts: _Parts, topics: dict[int, str], where: str) -> dict[int, 
     out: dict[int, ChannelMessages] = {}
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(channel)], strict=True):
         cid = int(channel[lo])
-        if cid not in topics:
+        if cid not in catalog.topics:
             raise McapError(f"{where}: messages on channel {cid}, which has no channel record")
-        out[cid] = ChannelMessages(topic=topics[cid], log_times=log_time[lo:hi], offsets=offset[lo:hi],
-                                   sizes=size[lo:hi], ranks=rank[lo:hi])
+        out[cid] = ChannelMessages(topic=catalog.topics[cid], log_times=log_time[lo:hi], offsets=offset[lo:hi],
+                                   sizes=size[lo:hi], ranks=rank[lo:hi], schema=catalog.schema_of(cid))
     return out

@@ -29,7 +29,7 @@ def _arm_state(stamp_ns: int, k: int):
     pos = np.linspace(-0.5, 0.5, 5) + 0.01 * k
     return cls(header=eb.make_header(stamp_ns, "world"), role="follower", name=NAMES, position=pos,
                gripper_slide=0.01, goal_gripper_slide=0.012, velocity=np.full(5, 0.1 * k),
-               goal_position=pos + 0.02, current=np.full(5, 0.3), pwm=np.full(5, 0.2),
+               goal_position=pos + 0.02, current=np.full(5, 0.3), pwm=np.full(5, 0.2), load=np.zeros(0),
                input_voltage=np.full(5, 12.0), temperature=np.full(5, 35.0),
                hardware_error=np.array([0, 0, 32, 0, 0], dtype=np.uint8), stale=np.array([False] * 4 + [True]),
                timeout_errors=k, crc_errors=0, partial_errors=0, dropped_cycles=0, bus_cycle_duration=0.002)

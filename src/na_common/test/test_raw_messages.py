@@ -13,6 +13,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
 
 from na_common import episode_bag as eb
+from na_common.mcap_raw import Schema, read_mcap_messages
 
 T0 = 1_700_000_000_000_000_000
 BOOL = "std_msgs/msg/Bool"
@@ -152,3 +153,36 @@ def test_corrupt_chunk_is_an_error_naming_the_file(tmp_path: Path) -> None:
     mcap.write_bytes(bytes(data))
     with pytest.raises(eb.EpisodeBagError, match=rf"cannot read episode bag {bag}: {mcap.name} chunk at byte {at}"):
         eb.read_raw_messages(bag, ["/ft"])
+
+
+def test_stored_message_definitions_come_with_the_messages(tmp_path: Path) -> None:
+    bag = _write_episode_bag(tmp_path)
+    with AnyReader([bag], default_typestore=eb.typestore()) as reader:
+        stored = {c.topic: c.msgdef.data for c in reader.connections}
+    read = read_mcap_messages(next(bag.glob("*.mcap")))
+    for channel in read.channels.values():
+        assert channel.schema is not None and channel.schema.encoding == "ros2msg"
+        assert channel.schema.text == stored[channel.topic]
+    raw = eb.read_raw_messages(bag, ["/ft", "/silent"])
+    assert raw["/ft"].schema.name == eb.WRENCH_STAMPED and raw["/ft"].schema.text == stored["/ft"]
+    assert raw["/silent"].schema is None                     # no messages: no channel met in the file
+    assert raw["/ft"].fielddefs()[eb.WRENCH_STAMPED] == eb.typestore().fielddefs[eb.WRENCH_STAMPED]
+
+
+def test_schema_typestore_reads_dependency_sections_and_prefers_the_stored_definition() -> None:
+    separator = "=" * 80
+    text = (f"std_msgs/Header header\nfloat64[] position\nna_msgs/Extra extra\n{separator}\nMSG: na_msgs/Extra\n"
+            f"uint8 flag\n{separator}\nMSG: std_msgs/msg/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n"
+            f"{separator}\nMSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n")
+    store = eb.schema_typestore("na_msgs/msg/Probe", text)
+    assert [name for name, _ in store.fielddefs["na_msgs/msg/Probe"][1]] == ["header", "position", "extra"]
+    assert [name for name, _ in store.fielddefs["na_msgs/msg/Extra"][1]] == ["flag"]
+    assert eb.schema_typestore("na_msgs/msg/Probe", text) is store           # cached per definition
+    # A stored definition that differs from the installed one wins (here: ArmState without fields).
+    assert eb.schema_typestore(eb.ARM_STATE, "uint8 only\n").fielddefs[eb.ARM_STATE][1][0][0] == "only"
+    assert "load" in [name for name, _ in eb.typestore().fielddefs[eb.ARM_STATE][1]]
+    other = Schema(name="x", encoding="ros2idl", text="module x {};")
+    assert eb.bag_fielddefs(eb.ARM_STATE, other) is eb.typestore().fielddefs
+    assert eb.bag_fielddefs(eb.ARM_STATE, None) is eb.typestore().fielddefs
+    with pytest.raises(eb.EpisodeBagError, match="cannot parse the stored definition"):
+        eb.schema_typestore("na_msgs/msg/Bad", "float64[ broken\n")

@@ -146,8 +146,8 @@ def bench_cycle_time(cycles: int) -> None:
               f"wire floor {floor:.2f} ms  (p50 - floor {np.percentile(ms, 50) - floor:.2f} ms)", flush=True)
     for firmware in (44, 48):
         arm = start_arm(firmware=firmware)
-        print(f"   firmware {firmware}: the driver picks the {arm.core.layout.name} block by "
-              f"{'Fast ' if arm.core.fast_read else ''}Sync Read", flush=True)
+        print(f"   firmware {firmware}: the driver picks the {arm.core.backend.layout.name} block by "
+              f"{'Fast ' if arm.core.backend.fast_read else ''}Sync Read", flush=True)
         stop_arm(arm)
 
 

@@ -14,16 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from na_description import RobotSpec, load_spec, xm430
+from na_description import RobotSpec, load_spec, xm430  # xm430: the Bus Watchdog (XM430 only)
 from na_description.spec import SpecError
+from na_driver.servo_family import ServoFamily, family_of
 
 ROLES = ("leader", "follower")
 # Former driver parameters that are robot facts now; a parameter file that still sets one is refused.
 ROBOT_FACTS = ("servo_ids", "joint_names", "homing_offsets", "drive_directions", "gripper_angle_points",
                "gripper_slide_points")
-MAX_CURRENT_LIMIT_A = xm430.REGISTERS["current_limit"].maximum * xm430.CURRENT_UNIT_A   # 1193 units, ~3.2 A
-MAX_RETURN_DELAY_US = xm430.REGISTERS["return_delay_time"].maximum * xm430.RETURN_DELAY_UNIT_S * 1e6  # 508 us
-MAX_GAIN = xm430.REGISTERS["position_p_gain"].maximum
 
 
 class ConfigError(ValueError):
@@ -52,7 +50,7 @@ class ArmConfig:
     reopen_interval: float                 # s between attempts to reopen a lost port
     port_wait: float                       # s to wait at start-up for the port to appear
     frame_id: str
-    robot_spec: RobotSpec                  # IDs, names, homing, directions, gripper map, limits
+    robot_spec: RobotSpec                  # IDs, names, homing, directions, gripper map, limits, servo model
     bus_watchdog_ms: float = 100.0         # follower: servos stop on their own this long after the host's last packet
     thread_priority: int = 50              # SCHED_FIFO priority of the bus loop thread, 0 = normal scheduling
 
@@ -63,6 +61,10 @@ class ArmConfig:
     @property
     def is_follower(self) -> bool:
         return self.role == "follower"
+
+    @property
+    def family(self) -> ServoFamily:
+        return family_of(self.robot_spec)
 
     @property
     def servo_ids(self) -> tuple[int, ...]:
@@ -85,8 +87,14 @@ class ArmConfig:
 
 
 def default_parameters(spec: RobotSpec | None = None) -> dict[str, Any]:
-    """Parameter defaults (the node declares exactly these). Port and role have no default."""
+    """Parameter defaults (the node declares exactly these). Port and role have no default.
+
+    The servo family's defaults where the families differ: XM430 extended position mode (the authors'
+    setting), Current Limit at its maximum and a 100 ms Bus Watchdog; STS3215 position mode (LeRobot's),
+    the factory Protection Current and no watchdog (the servo has none).
+    """
     spec = spec or load_spec()
+    family = _family(spec)
     n = spec.n_motors
     gains = spec.position_gains
     return {
@@ -94,12 +102,12 @@ def default_parameters(spec: RobotSpec | None = None) -> dict[str, Any]:
         "role": "",
         "robot_spec": "",                        # "" = the spec shipped with na_description
         "baud_rate": spec.baud_rate,
-        "operating_mode": "extended_position",  # the authors' setting, as the simulated rig (factory: position)
+        "operating_mode": family.default_operating_mode,
         "loop_rate": 100.0,                      # Hz, the authors' recording rate (docs/REFERENCES.md, Authors' setup)
-        "position_p_gain": [gains["p"]] * n,      # ROBOTIS ROS 2 setting (docs/REFERENCES.md, OpenManipulator-X)
+        "position_p_gain": [gains["p"]] * n,      # the spec's (docs/REFERENCES.md, OpenManipulator-X; SO-101)
         "position_i_gain": [gains["i"]] * n,
         "position_d_gain": [gains["d"]] * n,
-        "current_limit": [round(MAX_CURRENT_LIMIT_A, 3)] * n,
+        "current_limit": [round(family.default_current_limit_a, 3)] * n,
         "return_delay_us": 0,                    # docs/REFERENCES.md, XM430-W350: 0 instead of the 500 us default
         "temperature_warning": 55.0,             # degC, authors' rig (docs/REFERENCES.md, Authors' setup)
         "temperature_trip": 60.0,                # degC, authors' rig (docs/REFERENCES.md, Authors' setup)
@@ -109,7 +117,7 @@ def default_parameters(spec: RobotSpec | None = None) -> dict[str, Any]:
         "reopen_interval": 1.0,
         "port_wait": 15.0,                       # s; a launch may start the driver before its port exists
         "frame_id": spec.base_frame,
-        "bus_watchdog_ms": 100.0,                # 5 units of 20 ms; 0 = off (e-manual, Bus Watchdog)
+        "bus_watchdog_ms": 100.0 if family.bus_watchdog else 0.0,   # XM430: 5 units of 20 ms; 0 = off (e-manual)
         "thread_priority": 50,                   # like ros2_control's update thread; 0 = normal scheduling
     }
 
@@ -119,6 +127,13 @@ def load_robot_spec(path: Any) -> RobotSpec:
     try:
         return load_spec(str(path).strip() or None)
     except (SpecError, OSError) as exc:
+        raise ConfigError(f"parameter 'robot_spec': {exc}") from exc
+
+
+def _family(spec: RobotSpec) -> ServoFamily:
+    try:
+        return family_of(spec)
+    except ValueError as exc:
         raise ConfigError(f"parameter 'robot_spec': {exc}") from exc
 
 
@@ -142,20 +157,22 @@ def _as_list(name: str, value: Any, n: int, kind: type) -> list:
         raise ConfigError(f"parameter '{name}': {exc}") from exc
 
 
-def _operating_mode(value: Any) -> int:
-    names = {name: code for code, name in xm430.OPERATING_MODES.items()}
+def _operating_mode(value: Any, family: ServoFamily) -> int:
+    names = {name: code for code, name in family.operating_modes.items()}
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
-    if isinstance(value, int) and value in xm430.OPERATING_MODES:
+    if isinstance(value, int) and value in family.operating_modes:
         return value
     if isinstance(value, str) and value in names:
         return names[value]
-    raise ConfigError(f"parameter 'operating_mode' must be one of {sorted(names)} (or its number), got {value!r}")
+    raise ConfigError(f"parameter 'operating_mode' must be one of {sorted(names)} (or its number) for "
+                      f"{family.name} servos, got {value!r}")
 
 
 def build_config(params: Mapping[str, Any]) -> ArmConfig:
     """Merge ``params`` over the defaults and validate; raises :class:`ConfigError` naming the parameter."""
     spec = load_robot_spec(params.get("robot_spec", ""))
+    family = _family(spec)
     defaults = default_parameters(spec)
     unknown = sorted(set(params) - set(defaults))
     reject_robot_facts(unknown)
@@ -170,12 +187,13 @@ def build_config(params: Mapping[str, Any]) -> ArmConfig:
     if role not in ROLES:
         raise ConfigError(f"parameter 'role' must be 'leader' or 'follower', got {role!r}")
     baud = int(p["baud_rate"])
-    if baud not in xm430.BAUD_RATES.values():
-        raise ConfigError(f"parameter 'baud_rate' must be one of {sorted(xm430.BAUD_RATES.values())}, got {baud}")
+    if baud not in family.baud_rates.values():
+        raise ConfigError(f"parameter 'baud_rate' must be one of {sorted(family.baud_rates.values())} for "
+                          f"{family.name} servos, got {baud}")
 
     n = spec.n_motors
-    if not all(0 <= i <= xm430.REGISTERS["id"].maximum for i in spec.servo_ids):
-        raise ConfigError(f"parameter 'robot_spec': servo IDs must be in 0..252, got {spec.servo_ids}")
+    if not all(0 <= i <= family.max_id for i in spec.servo_ids):
+        raise ConfigError(f"parameter 'robot_spec': servo IDs must be in 0..{family.max_id}, got {spec.servo_ids}")
 
     loop_rate = float(p["loop_rate"])
     if not 0.0 < loop_rate <= 1000.0:
@@ -184,20 +202,21 @@ def build_config(params: Mapping[str, Any]) -> ArmConfig:
     gains = {}
     for key in ("position_p_gain", "position_i_gain", "position_d_gain"):
         gains[key] = _as_list(key, p[key], n, int)
-        if not all(0 <= g <= MAX_GAIN for g in gains[key]):
-            raise ConfigError(f"parameter '{key}' must be in 0..{MAX_GAIN}, got {gains[key]}")
+        if not all(0 <= g <= family.max_gain for g in gains[key]):
+            raise ConfigError(f"parameter '{key}' must be in 0..{family.max_gain}, got {gains[key]}")
 
     current = _as_list("current_limit", p["current_limit"], n, float)
-    if not all(0.0 < c <= MAX_CURRENT_LIMIT_A + 1e-9 for c in current):
-        raise ConfigError(f"parameter 'current_limit' must be in (0, {MAX_CURRENT_LIMIT_A:.3f}] A, got {current}")
+    max_current = family.max_current_limit_a
+    if not all(0.0 < c <= max_current + 1e-9 for c in current):
+        raise ConfigError(f"parameter 'current_limit' must be in (0, {max_current:.3f}] A, got {current}")
 
     delay = int(p["return_delay_us"])
-    if not 0 <= delay <= MAX_RETURN_DELAY_US or delay % 2:
-        raise ConfigError(f"parameter 'return_delay_us' must be an even number in 0..{MAX_RETURN_DELAY_US:.0f}, "
+    if not 0 <= delay <= family.max_return_delay_us or delay % 2:
+        raise ConfigError(f"parameter 'return_delay_us' must be an even number in 0..{family.max_return_delay_us:.0f}, "
                           f"got {delay}")
 
     warn, trip = float(p["temperature_warning"]), float(p["temperature_trip"])
-    temp_limit = xm430.REGISTERS["temperature_limit"].default     # the servo's own shutdown, 80 degC
+    temp_limit = family.temperature_limit     # the servo's own shutdown: XM430 80 degC, STS3215 70 degC
     if not warn < trip <= temp_limit:
         raise ConfigError(f"need temperature_warning < temperature_trip <= {temp_limit} degC, got {warn} and {trip}")
 
@@ -218,6 +237,9 @@ def build_config(params: Mapping[str, Any]) -> ArmConfig:
     if not port_wait >= 0:
         raise ConfigError(f"parameter 'port_wait' must be >= 0 s, got {port_wait}")
     watchdog_ms = float(p["bus_watchdog_ms"])
+    if watchdog_ms and not family.bus_watchdog:
+        raise ConfigError(f"parameter 'bus_watchdog_ms' must be 0: {family.name} servos have no Bus Watchdog, "
+                          f"got {watchdog_ms}")
     max_watchdog_ms = xm430.BUS_WATCHDOG_MAX_UNITS * xm430.BUS_WATCHDOG_UNIT_S * 1e3
     unit_ms = xm430.BUS_WATCHDOG_UNIT_S * 1e3
     if not (watchdog_ms == 0 or unit_ms <= watchdog_ms <= max_watchdog_ms):
@@ -229,7 +251,8 @@ def build_config(params: Mapping[str, Any]) -> ArmConfig:
                           f"got {priority}")
 
     return ArmConfig(
-        port=port, role=role, baud_rate=baud, operating_mode=_operating_mode(p["operating_mode"]), loop_rate=loop_rate,
+        port=port, role=role, baud_rate=baud, operating_mode=_operating_mode(p["operating_mode"], family),
+        loop_rate=loop_rate,
         position_p_gain=tuple(gains["position_p_gain"]), position_i_gain=tuple(gains["position_i_gain"]),
         position_d_gain=tuple(gains["position_d_gain"]), current_limit=tuple(current), return_delay_us=delay,
         temperature_warning=warn, temperature_trip=trip, error_timeout=error_timeout, bus_retries=retries,

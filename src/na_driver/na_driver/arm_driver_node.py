@@ -1,4 +1,5 @@
-"""ROS 2 node of one DYNAMIXEL arm (leader or follower): wires parameters, topics and services to the core.
+"""ROS 2 node of one arm (leader or follower; DYNAMIXEL XM430 or Feetech STS3215 servos, as the robot spec
+says): wires parameters, topics and services to the core.
 
 The bus loop runs on its own thread (:class:`na_driver.loop_timing.DeadlineLoop`) and publishes
 each cycle's sample; the executor only serves commands, services and the diagnostics timer.
@@ -28,7 +29,6 @@ from na_common.ros_node import (
     undeclared_overrides,
     usage,
 )
-from na_description import xm430
 from na_driver.arm_config import (
     ArmConfig,
     ConfigError,
@@ -38,31 +38,33 @@ from na_driver.arm_config import (
     reject_robot_facts,
 )
 from na_driver.arm_core import ArmDriverCore, ArmSample, StartupError
-from na_driver.dxl_bus import BusError
 from na_driver.loop_timing import DeadlineLoop
+from na_driver.serial_bus import BusError
 from na_msgs.msg import ArmState, JointCommand
 
 PARAMETER_DESCRIPTIONS = {
     "port": "serial device of the bus (e.g. /dev/ttyUSB0) or the emulator's pty path",
     "role": "leader (torque off, moved by hand) or follower (tracks ~command)",
-    "robot_spec": "robot spec YAML (servo IDs, joint names, homing, directions, gripper map, limits); "
-                  "empty: the OpenManipulator-X spec shipped with na_description",
+    "robot_spec": "robot spec YAML or a shipped robot's name (so101): servo model, IDs, joint names, homing, "
+                  "directions, gripper map, limits; empty: the OpenManipulator-X spec of na_description",
     "baud_rate": "bus baud rate in bit/s (must match the servos' Baud Rate register)",
-    "operating_mode": "position, extended_position, current_based_position, ... (xm430.OPERATING_MODES)",
+    "operating_mode": "XM430: position, extended_position, ... (xm430.OPERATING_MODES); STS3215: position, "
+                      "velocity, pwm, step (sts3215.OPERATING_MODES)",
     "loop_rate": "bus loop rate in Hz (one Sync Read per cycle)",
-    "position_p_gain": "Position P Gain per servo (register units)",
-    "position_i_gain": "Position I Gain per servo (register units)",
-    "position_d_gain": "Position D Gain per servo (register units)",
-    "current_limit": "Current Limit per servo in A (EEPROM)",
+    "position_p_gain": "Position P Gain per servo (register units; STS3215: P Coefficient, EEPROM)",
+    "position_i_gain": "Position I Gain per servo (register units; STS3215: I Coefficient, EEPROM)",
+    "position_d_gain": "Position D Gain per servo (register units; STS3215: D Coefficient, EEPROM)",
+    "current_limit": "Current Limit per servo in A (EEPROM; STS3215: Protection Current)",
     "return_delay_us": "Return Delay Time in microseconds (EEPROM, even, 0 recommended)",
     "temperature_warning": "degC: warn above this",
     "temperature_trip": "degC: a follower turns torque off at this temperature",
-    "error_timeout": "s without a valid reply before a servo is reported as failed",
+    "error_timeout": "s without a valid reply before a servo is reported as failed (a follower trips: torque off)",
     "bus_retries": "Sync Read retries per cycle for servos whose reply was missing or corrupt",
     "reply_timeout": "s to wait for replies per transaction; 0 derives it from the baud rate",
     "reopen_interval": "s between attempts to reopen a lost port",
     "port_wait": "s to wait at start-up for the serial port to appear (0 = fail at once)",
-    "bus_watchdog_ms": "follower: servos stop and hold on their own this long after the last packet (0 = off)",
+    "bus_watchdog_ms": "XM430 follower: servos stop and hold on their own this long after the last packet "
+                       "(0 = off; STS3215 has none: 0)",
     "thread_priority": "SCHED_FIFO priority of the bus loop thread (0 = normal scheduling; needs CAP_SYS_NICE)",
     "frame_id": "header frame_id of arm_state / joint_states",
 }
@@ -133,6 +135,7 @@ class ArmDriverNode(Node):
         msg.goal_position = s.goal_position.tolist()
         msg.current = s.current.tolist()
         msg.pwm = s.pwm.tolist()
+        msg.load = s.load.tolist() if s.load is not None else []
         msg.input_voltage = s.input_voltage.tolist()
         msg.temperature = s.temperature.tolist()
         msg.hardware_error = [int(e) & 0xFF for e in s.hardware_error]
@@ -198,9 +201,9 @@ class ArmDriverNode(Node):
             "torque_enabled": core.torque_enabled,
             "clamped_commands": core.clamped_commands,
             "reopen_attempts": core.reopen_attempts,
-            "watchdog_expiries": core.watchdog_expiries,
             "realtime_priority": loop.priority if loop.realtime else 0,
-            "read": f"{core.layout.name} block, {'fast ' if core.fast_read else ''}sync read",
+            "servo_model": core.spec.servo_model,
+            **core.backend.diagnostic_values(),
             **{f"run_{k}": v for k, v in loop.run.summary().items()},     # whole run, not the last 1000 cycles
             **counters.as_dict(),
         }
@@ -210,7 +213,7 @@ class ArmDriverNode(Node):
             temperature = core.health.servos[k].temperature
             statuses.append(diagnostic_status(
                 f"{name}: servo {sid} ({joint})", f"{self.config.port}#{sid}", level, message,
-                {"hardware_error_status": f"0x{hw:02X}", "hardware_errors": ", ".join(xm430.decode_hardware_error(hw)),
+                {"hardware_error_status": f"0x{hw:02X}", "hardware_errors": ", ".join(core.backend.describe_error(hw)),
                  "temperature_c": f"{temperature:.0f}"}))
         self._diag_pub.publish(diagnostic_array(self, statuses))
 
@@ -225,7 +228,8 @@ class ArmDriverNode(Node):
         self.destroy_node()
 
 
-HELP_SUMMARY = ("DYNAMIXEL XM430 arm driver (leader or follower): publishes arm_state (na_msgs/ArmState) and\n"
+HELP_SUMMARY = ("Arm driver (leader or follower; DYNAMIXEL XM430 or Feetech STS3215 servos, from the robot spec\n"
+                "named by robot_spec): publishes arm_state (na_msgs/ArmState) and\n"
                 "joint_states, follows command (na_msgs/JointCommand; follower), services ~/torque (SetBool)\n"
                 "and ~/reboot (Trigger), /diagnostics. Parameter files: na_bringup/config/leader_arm.yaml,\n"
                 "na_bringup/config/follower_arm.yaml.")

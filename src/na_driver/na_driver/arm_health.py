@@ -2,12 +2,14 @@
 
 Thresholds: warning 55 degC and trip 60 degC are the NeuralActuator authors' rig settings
 (docs/REFERENCES.md, Authors' setup); the servo's own overheating shutdown is at its Temperature Limit (80 degC;
-docs/REFERENCES.md, XM430-W350). Hardware Error Status bits are decoded with ``na_description.xm430``.
+docs/REFERENCES.md, XM430-W350). Error bits are the servo family's (XM430 Hardware Error Status, STS3215
+Status), named by the ``describe_error`` the arm's backend passes in.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from na_common.diagnostics import ERROR, OK, WARN, Level
@@ -46,7 +48,9 @@ class HealthMonitor:
     """Turns decoded telemetry into warnings, trips and per-servo status lines."""
 
     def __init__(self, servo_ids: tuple[int, ...], joint_names: tuple[str, ...], temperature_warning: float,
-                 temperature_trip: float, error_timeout: float, start_time: float) -> None:
+                 temperature_trip: float, error_timeout: float, start_time: float,
+                 describe_error: Callable[[int], list[str]] = xm430.decode_hardware_error) -> None:
+        self.describe_error = describe_error
         self.temperature_warning = temperature_warning
         self.temperature_trip = temperature_trip
         self.error_timeout = error_timeout
@@ -63,8 +67,8 @@ class HealthMonitor:
             events.append(HealthEvent(OK, servo.servo_id, servo.joint, f"{servo.label} answers again"))
         servo.temperature = temperature
         if hardware_error and hardware_error != servo.hardware_error:
-            names = ", ".join(xm430.decode_hardware_error(hardware_error)) or f"bits 0x{hardware_error:02X}"
-            reason = f"hardware error: {names} (servo shut down its torque)"
+            names = ", ".join(self.describe_error(hardware_error)) or f"bits 0x{hardware_error:02X}"
+            reason = f"hardware error: {names}"
             servo.trip_reason = servo.trip_reason or reason
             events.append(HealthEvent(ERROR, servo.servo_id, servo.joint, f"{servo.label}: {reason}", trip=True))
         servo.hardware_error = hardware_error
@@ -81,16 +85,18 @@ class HealthMonitor:
             servo.temperature_warned = False      # 2 degC hysteresis against a flickering warning
         return events
 
-    def check_timeouts(self, now: float) -> list[HealthEvent]:
-        """Servos without a valid reply for longer than the error timeout."""
+    def check_timeouts(self, now: float, trip: bool = True) -> list[HealthEvent]:
+        """Servos without a valid reply for longer than the error timeout: a trip (a follower turns torque off and
+        holds until ~/reboot), unless ``trip`` is False (the port itself is lost: its own path handles that)."""
         events = []
         for servo in self.servos:
             silent = now - servo.last_reply
             if silent > self.error_timeout and not servo.not_responding:
                 servo.not_responding = True
-                events.append(HealthEvent(ERROR, servo.servo_id, servo.joint,
-                                          f"{servo.label}: no valid reply for {silent:.2f} s "
-                                          f"(error timeout {self.error_timeout:.2f} s)"))
+                reason = f"no valid reply for {silent:.2f} s (error timeout {self.error_timeout:.2f} s)"
+                if trip:
+                    servo.trip_reason = servo.trip_reason or reason
+                events.append(HealthEvent(ERROR, servo.servo_id, servo.joint, f"{servo.label}: {reason}", trip=trip))
         return events
 
     def clear_trip(self, index: int) -> None:
@@ -111,7 +117,7 @@ class HealthMonitor:
         if servo.trip_reason is not None:
             return ERROR, f"tripped: {servo.trip_reason}"
         if servo.hardware_error:
-            return ERROR, "hardware error: " + ", ".join(xm430.decode_hardware_error(servo.hardware_error))
+            return ERROR, "hardware error: " + ", ".join(self.describe_error(servo.hardware_error))
         if servo.temperature >= self.temperature_warning:
             return WARN, f"temperature {servo.temperature:.0f} degC"
         return OK, "ok"

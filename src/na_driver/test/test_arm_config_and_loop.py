@@ -156,6 +156,15 @@ def test_shipped_parameter_files_are_valid(name: str) -> None:
                                                                    # (docs/REFERENCES.md, Authors' setup)
 
 
+
+@pytest.mark.parametrize("name", ["so101_leader_arm.yaml", "so101_follower_arm.yaml"])
+def test_shipped_so101_parameter_files_are_valid(name: str) -> None:
+    params = yaml.safe_load(config_file(name).read_text())["/**"]["ros__parameters"]
+    config = build_config(params)
+    assert config.role == name.split("_")[1] and config.family.name == "STS3215" and config.n_servos == 6
+    assert config.bus_watchdog_ms == 0 and config.operating_mode == 0          # position mode, no watchdog
+    assert config.position_p_gain == (16,) * 6                                 # LeRobot's P Coefficient (the spec)
+
 def test_run_histogram_percentiles_over_the_whole_run() -> None:
     from na_driver.loop_timing import RunHistogram
 

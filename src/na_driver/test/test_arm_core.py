@@ -129,7 +129,7 @@ def test_decode_matches_the_registers_on_every_bus_path(emulated_arm, layout: st
     core.start()
     try:
         sample = fresh_cycle(core)
-        assert (core.layout.name, core.fast_read) == (layout, read_mode == "fast")
+        assert (core.backend.layout.name, core.backend.fast_read) == (layout, read_mode == "fast")
         assert f"reading the {layout}" in log.text()
     finally:
         core.shutdown()
@@ -234,7 +234,7 @@ def test_fault_campaign_with_moving_truth_publishes_no_wrong_value() -> None:
     assert [s.crc_errors for s in samples] == sorted(s.crc_errors for s in samples)     # cumulative
 
 
-def test_stalled_servo_is_reported_after_the_error_timeout(emulated_arm) -> None:
+def test_stalled_servo_is_reported_after_the_error_timeout_and_trips_the_follower(emulated_arm) -> None:
     error_timeout = 0.2
     emulator, _ = emulated_arm()
     core, log = make_core(emulator.port_path, error_timeout=error_timeout)
@@ -257,6 +257,7 @@ def test_stalled_servo_is_reported_after_the_error_timeout(emulated_arm) -> None
         assert error_timeout < reported_at - last_fresh < error_timeout + 1.0
         assert emulator.elapsed_s > stall_from and "no valid reply" in log.text(min_level=2)
         assert core.servo_status()[3][2] == 2          # ERROR level in diagnostics
+        assert not core.torque_enabled and "follower tripped, torque off" in log.text(min_level=2)
     finally:
         core.shutdown()
 
@@ -356,7 +357,7 @@ def test_servos_refusing_the_indirect_map_are_read_through_the_direct_block(emul
         sample = fresh_cycle(core)
     finally:
         core.shutdown()
-    assert core.layout.name == "direct" and "indirect state block refused" in log.text(min_level=1)
+    assert core.backend.layout.name == "direct" and "indirect state block refused" in log.text(min_level=1)
     angle = (servos[0].get("present_position") - CENTER_PULSES) * 2 * np.pi / PULSES_PER_REV
     assert sample.position[0] == pytest.approx(SPEC.joints[0].drive_direction * angle + SPEC.joints[0].homing_offset)
 
@@ -371,7 +372,7 @@ def test_firmware_decides_fast_sync_read_and_the_bus_watchdog(emulated_arm, firm
     core, log = make_core(emulator.port_path, bus_watchdog_ms=100.0)
     core.start()
     try:
-        assert core.fast_read is fast and not any(fresh_cycle(core).stale)
+        assert core.backend.fast_read is fast and not any(fresh_cycle(core).stale)
         assert [regs.get("bus_watchdog") for regs in servos] == [watchdog] * 5
         assert ("without Bus Watchdog" in log.text(min_level=1)) is (watchdog == 0)
         assert emulator.stats["fast_sync_read"] > 0 if fast else emulator.stats["fast_sync_read"] == 0
@@ -389,7 +390,8 @@ def test_an_expired_bus_watchdog_is_reported_cleared_and_rearmed(emulated_arm) -
         assert [regs.get("bus_watchdog") for regs in servos] == [-1] * 5
         assert all(regs.get("goal_position") == regs.get("present_position") for regs in servos)
         core.cycle()
-        assert core.watchdog_expiries == 1 and "Bus Watchdog of servo(s) [11, 12, 13, 14, 15] expired" in log.text(1)
+        assert core.backend.watchdog_expiries == 1
+        assert "Bus Watchdog of servo(s) [11, 12, 13, 14, 15] expired" in log.text(1)
         assert [regs.get("bus_watchdog") for regs in servos] == [3] * 5
         goal = np.array([0.2, 0.1, -0.1, 0.2, 0.0])
         core.set_command(goal)

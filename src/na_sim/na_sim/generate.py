@@ -261,6 +261,7 @@ class _Messages:
             header=header, role=role, name=self.names, position=s["position"],
             gripper_slide=self.slide(s["position"][g]), goal_gripper_slide=self.slide(goal[g]),
             velocity=s["velocity"], goal_position=goal, current=s["current"], pwm=s["pwm"],
+            load=self.empty,                 # the XM430 rig: no load register (ArmState.load stays empty)
             input_voltage=s["input_voltage"], temperature=s["temperature"], hardware_error=s["hardware_error"],
             stale=self.no_stale, timeout_errors=0, crc_errors=0, partial_errors=0, dropped_cycles=0,
             bus_cycle_duration=bus_seconds)

@@ -331,12 +331,14 @@ def _wanted_streams(path: Path, metadata: Mapping[str, Any], config: Mapping[str
 
 
 def _to_stream(role: str, raw: RawMessages, path: Path, joint_names: Sequence[str]) -> Stream:
-    from na_common.episode_bag import typestore
+    from na_common.episode_bag import EpisodeBagError
 
     what = f"{path}: {raw.topic}"
     try:
-        groups = message_groups(raw, typestore().fielddefs)
-    except CdrError as err:
+        # The definition stored in the bag: bags recorded before a message changed still decode (fields
+        # they lack, e.g. ArmState.load, are not read here).
+        groups = message_groups(raw, raw.fielddefs())
+    except (CdrError, EpisodeBagError) as err:
         raise ConvertError(f"{what}: cannot decode messages ({err})") from err
     parts = _decode_groups(role, groups, joint_names, what)
     values = _scatter(groups, parts, len(raw), _empty_values(role, len(joint_names)))

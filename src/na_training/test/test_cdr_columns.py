@@ -23,7 +23,8 @@ def _arm_state(k: int, names: list[str], *, errors: int | None = None, stale: in
     q = np.linspace(-1.0, 1.0, n) * (k + 1) / 7.0
     return _msg(eb.ARM_STATE, header=eb.make_header(1_000_000_000 * k + 17 * k, "world"), role="follower", name=names,
                 position=q, gripper_slide=0.001 * k, goal_gripper_slide=-0.5, velocity=q * 3, goal_position=q + 1e-9,
-                current=-q, pwm=np.full(n, 0.25), input_voltage=np.full(n, 12.0 - k), temperature=q * 40,
+                current=-q, pwm=np.full(n, 0.25), load=np.zeros(0), input_voltage=np.full(n, 12.0 - k),
+                temperature=q * 40,
                 hardware_error=(np.arange(n if errors is None else errors) * k % 256).astype(np.uint8),
                 stale=(np.arange(n if stale is None else stale) + k) % 2 == 0, timeout_errors=k, crc_errors=2 * k,
                 partial_errors=3, dropped_cycles=2**32 - 1 - k, bus_cycle_duration=1e-3 * k)

@@ -41,7 +41,8 @@ def arm_state(stamp: int, q: Sequence[float], role: str = "follower", *, stale: 
     q = np.asarray(q, dtype=float)
     return _msg("na_msgs/msg/ArmState", header=_header(stamp), role=role, name=JOINTS, position=q,
                 gripper_slide=0.005 + 0.001 * q[4], goal_gripper_slide=0.005, velocity=0.5 * q, goal_position=q + 0.01,
-                current=0.1 + q, pwm=np.full(n, 0.2), input_voltage=np.full(n, 12.0), temperature=np.full(n, 31.0),
+                current=0.1 + q, pwm=np.full(n, 0.2), load=np.zeros(0), input_voltage=np.full(n, 12.0),
+                temperature=np.full(n, 31.0),
                 hardware_error=np.asarray(hardware_error if hardware_error is not None else np.zeros(n), np.uint8),
                 stale=np.asarray(stale if stale is not None else np.zeros(n), bool), timeout_errors=0, crc_errors=0,
                 partial_errors=0, dropped_cycles=0, bus_cycle_duration=0.002)
@@ -349,6 +350,105 @@ def test_sqlite3_generic_bag_with_metadata_defaults(tmp_path: Path) -> None:
     (episode,) = load_nad(tmp_path / "nad")
     assert len(episode) == 11 and np.array_equal(episode.condition[:, 0], np.zeros(11))
     assert episode.meta["condition_label"] == 0.0
+
+
+# ------------------------------------------------------------------------------------ older message layouts
+
+ARM_STATE_LOAD_LINE = "float64[] load"
+
+
+def _old_typestore():
+    """The suite's types with ArmState as it was before ``load`` was added (same type name)."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    from na_common.episode_bag import find_na_msgs_dir
+
+    store = get_typestore(Stores.ROS2_JAZZY)
+    types: dict = {}
+    for msg_file in sorted(find_na_msgs_dir().glob("*.msg")):
+        text = msg_file.read_text()
+        if msg_file.stem == "ArmState":
+            lines = text.splitlines(keepends=True)
+            kept = [line for line in lines if not line.startswith(ARM_STATE_LOAD_LINE)]
+            assert len(kept) == len(lines) - 1
+            text = "".join(kept)
+        types.update(get_types_from_msg(text, f"na_msgs/msg/{msg_file.stem}"))
+    store.register(types)
+    return store
+
+
+def _write_plain_bag(bag: Path, streams: dict[str, list], store, metadata: dict) -> Path:
+    """An MCAP episode bag written with rosbags and ``store`` (message definitions stored in the bag)."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from na_common.episode_bag import metadata_to_custom_data, validate_metadata
+
+    with Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        for key, value in metadata_to_custom_data(validate_metadata(metadata)).items():
+            writer.set_custom_data(key, value)
+        connections = {t: writer.add_connection(t, TYPES[t], typestore=store) for t in streams}
+        for stamp, topic, msg in sorted(((s, t, m) for t, items in streams.items() for s, m in items),
+                                        key=lambda r: (r[0], r[1])):
+            writer.write(connections[topic], stamp, bytes(store.serialize_cdr(msg, TYPES[topic])))
+    return bag
+
+
+def _as_old_arm_state(store, message):
+    msgtype = "na_msgs/msg/ArmState"
+    fields = [name for name, _ in store.fielddefs[msgtype][1]]
+    assert "load" not in fields
+    return store.types[msgtype](**{name: getattr(message, name) for name in fields})
+
+
+def test_bag_with_the_old_arm_state_layout_converts(tmp_path: Path) -> None:
+    old_store = _old_typestore()
+    from na_common.episode_bag import typestore
+
+    streams = standard_streams(frames=41)
+    for topic in ("/follower/arm_state", "/leader/arm_state"):
+        for k, (_, message) in enumerate(streams[topic]):
+            message.current = message.current + 0.01 * k          # values that differ message to message
+            message.temperature = message.temperature + k
+    old_streams = {topic: [(stamp, _as_old_arm_state(old_store, m)) if TYPES[topic] == "na_msgs/msg/ArmState"
+                           else (stamp, m) for stamp, m in items] for topic, items in streams.items()}
+    metadata = {"task": "free_motion", "payload_grams": 0.0, "force_source": "none", "condition": "nominal",
+                "source": "live"}
+    old_bag = _write_plain_bag(tmp_path / "old" / "episode_000001", old_streams, old_store, metadata)
+    for _, message in streams["/follower/arm_state"]:
+        message.load = np.full(len(JOINTS), 0.3)
+    new_bag = _write_plain_bag(tmp_path / "new" / "episode_000001", streams, typestore(), metadata)
+
+    # The old bag's messages are shorter: the installed definition cannot read them, the stored one can.
+    from na_common.episode_bag import read_raw_messages
+    from na_training.cdr_columns import CdrError, message_groups
+
+    raw = read_raw_messages(old_bag, ["/follower/arm_state"])["/follower/arm_state"]
+    assert raw.schema is not None and raw.schema.encoding == "ros2msg" and "load" not in raw.schema.text.split()
+    with pytest.raises(CdrError, match="message ends at byte"):
+        message_groups(raw, typestore().fielddefs)
+
+    config = conv.load_config()
+    old, new = conv.read_bag(old_bag, config, JOINTS), conv.read_bag(new_bag, config, JOINTS)
+    reference = _reference_read_bag(old_bag, config, JOINTS)
+    for role, stream in reference.streams.items():
+        assert np.array_equal(old.streams[role].stamps, stream.stamps), role
+        for key, values in stream.values.items():
+            assert np.array_equal(old.streams[role].values[key], values), (role, key)
+            assert np.array_equal(new.streams[role].values[key], values), (role, key)
+    follower = [m for _, m in streams["/follower/arm_state"]]
+    for key in conv.ARM_VECTOR_FIELDS:
+        written = np.array([np.asarray(getattr(m, key), float) for m in follower])
+        assert np.array_equal(old.streams["follower"].values[key], written), key
+
+    run(old_bag, tmp_path / "nad_old")
+    run(new_bag, tmp_path / "nad_new")
+    (episode,) = load_nad(tmp_path / "nad_old")
+    (again,) = load_nad(tmp_path / "nad_new")
+    assert len(episode) == 41
+    assert np.array_equal(episode.per_joint("position"), np.array([m.position for m in follower]))
+    assert np.array_equal(episode.per_joint("current"), np.array([m.current for m in follower]))
+    assert np.array_equal(episode.per_joint("temperature"), np.array([m.temperature for m in follower]))
+    assert np.array_equal(episode.features(), again.features())
 
 
 # ------------------------------------------------------------------------------------ errors

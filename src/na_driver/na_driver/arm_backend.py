@@ -1,0 +1,130 @@
+"""The interface between the arm driver core and one servo family's bus (ROS-free).
+
+:class:`na_driver.arm_core.ArmDriverCore` keeps what every arm shares: start-up order, the
+command path and its clamp, stale flags, health (temperature, error bits, error timeout, trip and
+torque off), port loss and reopen, service requests on the bus thread, loop-facing samples and
+the robot spec's servo <-> joint mapping. A :class:`ServoBackend` does what depends on the servo
+family: its bus and packets, its control table, the settings written at start-up, decoding one
+cycle's replies to SI (servo side) and what its error bits mean.
+
+Backends: :class:`na_driver.dxl_backend.DxlBackend` (DYNAMIXEL XM430, Protocol 2.0) and
+:class:`na_driver.sts_backend.StsBackend` (Feetech STS3215, Protocol 0); :func:`make_backend`
+picks one from the robot spec's servo model.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from na_driver.arm_config import ArmConfig
+from na_driver.serial_bus import SerialBus
+from na_driver.servo_family import STS3215, XM430
+
+Logger = Callable[[int, str], None]    # (level, message)
+
+
+class StartupError(RuntimeError):
+    """The arm could not be brought up; the message says which port/servo/setting and why."""
+
+
+@dataclass(frozen=True)
+class ServoReading:
+    """One servo's fresh state, servo side and SI; NaN where the family does not report a quantity."""
+
+    position: float            # rad (servo angle, 0 at the middle step)
+    velocity: float            # rad/s
+    current: float             # A, signed
+    pwm: float                 # fraction of full output duty, signed
+    load: float                # fraction of full output, signed (STS3215 Present Load); NaN for XM430
+    input_voltage: float       # V
+    temperature: float         # degC
+    error: int                 # the family's error bits (XM430 Hardware Error Status, STS3215 Status)
+
+
+NAN_READING = ServoReading(*(math.nan,) * 7, error=0)
+
+
+class ServoBackend(ABC):
+    """One servo family on one bus. Called from the bus thread only; raises BusError/PortLostError on bus faults."""
+
+    reports_load = False       # ArmState.load is filled only for families with a load register
+
+    def __init__(self, config: ArmConfig, log: Logger, bus: SerialBus) -> None:
+        self.config = config
+        self.log = log
+        self.bus = bus
+        self.ids = list(config.servo_ids)
+
+    @abstractmethod
+    def setup(self, where: str) -> list[int]:
+        """After every servo answered with the right model: write and verify the start-up settings and pick the
+        per-cycle read; returns each servo's error bits (0 = healthy), in servo order."""
+
+    @abstractmethod
+    def read_goals(self) -> np.ndarray:
+        """Each servo's Goal Position now (rad, servo side)."""
+
+    @abstractmethod
+    def read_state(self, deadline: float, silent_for: float) -> tuple[dict[int, ServoReading], float]:
+        """One cycle's read of every servo: readings of the servos that answered (by ID) and the
+        ``time.monotonic()`` the read completed. ``silent_for``: s the bus was quiet before this cycle."""
+
+    @abstractmethod
+    def write_goals(self, servo_angles: np.ndarray) -> np.ndarray:
+        """One Sync Write of Goal Position (rad, servo side); returns the angles the servos were sent (rounded)."""
+
+    @abstractmethod
+    def hold_present_pose(self) -> np.ndarray:
+        """Goal := present position on every servo (before torque on: no jump); returns the goals (rad, servo side)."""
+
+    @abstractmethod
+    def set_torque(self, enable: bool) -> None:
+        """Torque on or off on every servo (each write acknowledged, else BusError)."""
+
+    @abstractmethod
+    def torque_off(self, servo_id: int) -> None:
+        """Torque off on one servo (acknowledged, else BusError): trips and shutdown."""
+
+    @abstractmethod
+    def after_reopen(self) -> None:
+        """The port was reopened (the servos may have been power-cycled): restore the volatile settings."""
+
+    @abstractmethod
+    def recover(self, index: int, servo_id: int) -> int:
+        """Clear a tripped servo the family's way and restore its settings; returns the error bits left."""
+
+    @abstractmethod
+    def describe_error(self, bits: int) -> list[str]:
+        """Names of the set error bits."""
+
+    @abstractmethod
+    def read_description(self) -> str:
+        """What the per-cycle read is, for the start-up log and diagnostics."""
+
+    def diagnostic_values(self) -> dict[str, object]:
+        """Family-specific values for the bus diagnostics."""
+        return {}
+
+
+def make_backend(config: ArmConfig, log: Logger, bus: SerialBus | None = None, read_mode: str = "auto",
+                 layout: str = "auto") -> ServoBackend:
+    """The backend of the robot spec's servo family. ``read_mode``/``layout`` force a DYNAMIXEL bus path
+    (benchmarks); the STS3215 has one path, Sync Read of its state block."""
+    family = config.family.name
+    if family == XM430:
+        from na_driver.dxl_backend import DxlBackend
+
+        return DxlBackend(config, log, bus, read_mode=read_mode, layout=layout)
+    if family == STS3215:
+        from na_driver.sts_backend import StsBackend
+
+        if (read_mode, layout) not in (("auto", "auto"), ("sync", "auto")):
+            raise ValueError("STS3215 servos are read one way (Sync Read of the state block): read_mode and "
+                             "layout must be 'auto'")
+        return StsBackend(config, log, bus)
+    raise ValueError(f"no arm backend for servo family {family}")
