@@ -122,8 +122,10 @@ def run_fit(args: argparse.Namespace) -> int:
                   f"val episodes; {describe_recipe(config, trainer)}; run directory {args.out}")
             if parallel is not None:
                 print(describe_parallel(config, parallel))
-        last = trainer.fit(resume=not args.no_resume, progress=not quiet)
-        trainer.close()
+        try:
+            last = trainer.fit(resume=not args.no_resume, progress=not quiet)
+        finally:
+            trainer.close()     # also on an error: Orbax's background tasks must end before the interpreter
     except (ConfigError, ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"na-train fit: error: {err}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ writes run.json and metrics.jsonl, and Orbax writes each checkpoint once.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -486,12 +487,19 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
 def restore_checkpoint(manager: ocp.CheckpointManager, step: int, abstract: Any, run_dir: str | Path | None) -> Any:
     """Orbax restore of ``step`` into ``abstract`` (shapes, dtypes, target shardings); a one-line
     ``ValueError`` for a damaged checkpoint or one of another model config."""
+    # A failing restore also makes Orbax's internal event loop log the same error with a page of TensorStore
+    # details ("unhandled exception during asyncio.run() shutdown"); the one line below says it.
+    asyncio_log = logging.getLogger("asyncio")
+    level = asyncio_log.level
+    asyncio_log.setLevel(logging.CRITICAL)
     try:
         return manager.restore(step, args=ocp.args.StandardRestore(abstract))
     except Exception as err:      # orbax/tensorstore raise many types for a damaged or foreign checkpoint
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise ValueError(f"{run_dir}: checkpoint {step} cannot be restored ({type(err).__name__}: "
                          f"{first_line}); is it damaged, or from another model config?") from None
+    finally:
+        asyncio_log.setLevel(level)
 
 
 def load_trained_model(run_dir: str | Path, step: int | None = None, use_ema: bool = True
