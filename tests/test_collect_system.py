@@ -219,28 +219,51 @@ def test_the_readme_one_command_collect_on_the_simulated_rig(ros_graph, tmp_path
     command = ["na-launch", "na_bringup", "collect.launch.xml", "sim:=true", "start_rig:=true",
                f"sim_dir:={tmp_path / 'sim'}", f"output_dir:={out}", f"ft_port:={ft_port}",
                f"ft_config:={quick_ft_config}", "--run"]
-    process = subprocess.Popen(command, env={**os.environ, **ros_env()}, stdout=subprocess.PIPE,
+    # The graph's output goes to a file: an unread pipe fills up (64 KiB) when the nodes log a lot, as they do
+    # on a loaded machine, and then every process writing to it blocks and the graph stalls.
+    log_path = tmp_path / "na-launch.log"
+    log_file = log_path.open("w")
+    process = subprocess.Popen(command, env={**os.environ, **ros_env()}, stdout=log_file,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
     operator = Operator(ros_graph)
+
+    def launch_output() -> str:
+        log_file.flush()
+        return log_path.read_text(errors="replace")[-4000:]
 
     class Alive:
         @staticmethod
         def check_alive() -> None:
-            assert process.poll() is None, process.stdout.read()
+            assert process.poll() is None, launch_output()
 
     try:
-        operator.wait_ready([Alive])
+        try:
+            operator.wait_ready([Alive])
+        except AssertionError as err:
+            raise AssertionError(f"{err}; na-launch output:\n{launch_output()}") from None
         report = operator.record("one_command", 0.0, "ft_sensor", 2.0)
         assert report.success, report.message
         process.send_signal(signal.SIGINT)
         code = process.wait(timeout=60)
     finally:
         # Whatever happened, nothing of this graph may outlive the test (an orphaned rig and drivers would
-        # publish into every later test of the session): the whole process group goes.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        # publish into every later test of the session). na-launch starts each node in its own process group,
+        # so the tree is taken while it runs: SIGINT first (it stops its nodes), then SIGKILL to what is left.
+        import psutil
+
+        tree: list = []
+        with contextlib.suppress(psutil.NoSuchProcess):
+            tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=30)
+        for leftover in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                leftover.kill()
         process.wait()
-    output = process.stdout.read()
+        log_file.close()
+    output = log_path.read_text(errors="replace")
     assert code == 0, output
     assert "Traceback" not in output and "exited with code 2" not in output, output
     with EpisodeReader(out / "episode_000001") as reader:     # data flowed (rates: the test above)

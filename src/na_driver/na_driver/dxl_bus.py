@@ -193,7 +193,6 @@ class DxlBus(SerialBus):
         """
         port = self._require_port()
         retries = self.setup_retries if retries is None else retries
-        timeout = self.setup_timeout(_STATUS_OVERHEAD + length) if timeout is None else timeout
         for attempt in range(retries + 1):
             if attempt:
                 self.counters.retries += 1
@@ -203,7 +202,8 @@ class DxlBus(SerialBus):
             if tx != sdk.COMM_SUCCESS:
                 port.is_using = False
                 continue
-            got = self._receive(port, {servo_id: length}, timeout)
+            wait = self.setup_timeout(_STATUS_OVERHEAD + length, attempt) if timeout is None else timeout
+            got = self._receive(port, {servo_id: length}, wait)
             if servo_id in got:
                 return got[servo_id]
         raise BusError(f"servo {servo_id}: no valid reply to a read of {length} bytes at address {address} "
@@ -228,7 +228,7 @@ class DxlBus(SerialBus):
             if tx != sdk.COMM_SUCCESS:
                 last_error = self._packet.getTxRxResult(tx)
                 continue
-            status = self._receive_status(port, servo_id)
+            status = self._receive_status(port, servo_id, attempt)
             if status is None:
                 continue
             if status & STATUS_ERROR_MASK:
@@ -238,9 +238,9 @@ class DxlBus(SerialBus):
         raise BusError(f"servo {servo_id}: write at address {address} failed after {retries + 1} attempts "
                        f"({last_error})")
 
-    def _receive_status(self, port: sdk.PortHandler, servo_id: int) -> int | None:
+    def _receive_status(self, port: sdk.PortHandler, servo_id: int, attempt: int = 0) -> int | None:
         """Wait for the parameter-less status of ``servo_id``; its ERR byte, or None if none came."""
-        port.setPacketTimeoutMillis(self.setup_timeout(_STATUS_OVERHEAD) * 1000.0)
+        port.setPacketTimeoutMillis(self.setup_timeout(_STATUS_OVERHEAD, attempt) * 1000.0)
         while True:
             packet, result = self._os_call(self._packet.rxPacket, port, False)
             if result == sdk.COMM_RX_TIMEOUT:

@@ -21,6 +21,7 @@ import serial
 
 READ_POLL_S = 0.0005           # longest a single port read blocks waiting for bytes
 SETUP_TIMEOUT_S = 0.025        # like the SDKs' own default (2 x 16 ms latency timer + 2 ms) rounded down
+SETUP_TIMEOUT_MAX_S = 0.4      # a start-up transaction's longest wait, after doublings (5 retries: 1.2 s in all)
 TAGS = 3                       # distinct reply lengths of consecutive Sync Reads (transaction tags)
 
 ReplyCheck = Callable[[int, bytes, float, float], "str | None"]
@@ -136,9 +137,12 @@ class SerialBus:
             return self._reply_timeout
         return default_reply_timeout(self.baud_rate, reply_bytes)
 
-    def setup_timeout(self, reply_bytes: int) -> float:
-        """Timeout of single-servo transactions outside the cycle (start-up, services): generous, they are rare."""
-        return max(self.reply_timeout(reply_bytes), SETUP_TIMEOUT_S)
+    def setup_timeout(self, reply_bytes: int, attempt: int = 0) -> float:
+        """Timeout of single-servo transactions outside the cycle (start-up, services): generous, they are rare,
+        and doubled on each further attempt (up to SETUP_TIMEOUT_MAX_S) so that a host busy with other work does
+        not turn a servo that answers late into a failed start-up."""
+        return min(max(self.reply_timeout(reply_bytes), SETUP_TIMEOUT_S) * 2 ** attempt,
+                   max(SETUP_TIMEOUT_MAX_S, self.reply_timeout(reply_bytes)))
 
     def _require_port(self) -> Any:
         if self._port is None or not self._port.is_open:
