@@ -503,6 +503,9 @@ def locate_launch_file(words: Sequence[str]) -> tuple[Path, list[str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Ctrl-C (SIGINT) stops the processes even when na-launch was started with SIGINT ignored (a background job
+    # of a script inherits it so), as ros2 launch installs its own handler too.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     parser = argparse.ArgumentParser(
         prog="na-launch",
         description="Read a ROS 2 XML launch file and print (default) or run the processes it describes. "

@@ -12,6 +12,7 @@ import argparse
 import json
 import select
 import shutil
+import signal
 import sys
 import termios
 import time
@@ -91,6 +92,9 @@ class RecordClient:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Ctrl-C (SIGINT) ends the session even when the shell that started us ignored it (a background job of a
+    # script inherits SIGINT as ignored, and Python then installs no handler of its own).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return _run(build_parser().parse_args(argv))
     except KeyboardInterrupt:
