@@ -27,19 +27,8 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
-
-def _median_time(function, repeats: int) -> float:
-    import jax
-
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(function())
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2]
+from timing import median_time  # this folder's shared timing helper
 
 
 def measure(args: argparse.Namespace, devices: int) -> dict:
@@ -47,8 +36,9 @@ def measure(args: argparse.Namespace, devices: int) -> dict:
     import jax
 
     if not args.no_cache:
-        jax.config.update("jax_compilation_cache_dir",
-                          os.environ.get("NA_JAX_CACHE", str(Path.home() / ".cache" / "na_training" / "jax")))
+        from na_training.cli import enable_compile_cache
+
+        enable_compile_cache()
     from na_training.config import load_config
     from na_training.parallel import DataParallel, select_devices
     from na_training.synthetic import synthetic_episode
@@ -69,13 +59,13 @@ def measure(args: argparse.Namespace, devices: int) -> dict:
     start = time.perf_counter()
     jax.block_until_ready(trainer._loss_and_grad(params, batch))
     result["rollout_compile_s"] = time.perf_counter() - start
-    step_s = _median_time(lambda: trainer._loss_and_grad(params, batch), args.steps)
+    step_s = median_time(lambda: trainer._loss_and_grad(params, batch), args.steps)
     result["frames_per_s"] = config.batch_size * args.horizon / step_s
 
     supervised = trainer._supervised_input(0)
     weight = trainer._scalar(0.0)
     jax.block_until_ready(trainer._supervised_grad(params, supervised, weight))
-    window_s = _median_time(lambda: trainer._supervised_grad(params, supervised, weight), args.steps)
+    window_s = median_time(lambda: trainer._supervised_grad(params, supervised, weight), args.steps)
     result["windows_per_s"] = config.hybrid.batch_size / window_s
     return result
 

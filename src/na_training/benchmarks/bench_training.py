@@ -22,24 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
-
-def _time(function, repeats: int) -> float:
-    import jax
-
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(function())
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2]
+from timing import median_time  # this folder's shared timing helper
 
 
 def measure(args: argparse.Namespace, side: str) -> dict:
@@ -49,8 +37,9 @@ def measure(args: argparse.Namespace, side: str) -> dict:
     import numpy as np
 
     if not args.no_cache:
-        jax.config.update("jax_compilation_cache_dir",
-                          os.environ.get("NA_JAX_CACHE", str(Path.home() / ".cache" / "na_training" / "jax")))
+        from na_training.cli import enable_compile_cache
+
+        enable_compile_cache()
     from na_training.config import load_config
     from na_training.model import parameter_count
     from na_training.rollout import rollout
@@ -72,11 +61,11 @@ def measure(args: argparse.Namespace, side: str) -> dict:
     start = time.perf_counter()
     jax.block_until_ready(trainer._loss_and_grad(params, batch))
     result["compile_s"] = time.perf_counter() - start
-    step_s = _time(lambda: trainer._loss_and_grad(params, batch), args.steps)
+    step_s = median_time(lambda: trainer._loss_and_grad(params, batch), args.steps)
     result["frames_per_s"] = frames / step_s
     forward = jax.jit(trainer._loss_impl)
     jax.block_until_ready(forward(params, batch))
-    result["forward_frames_per_s"] = frames / _time(lambda: forward(params, batch), args.steps)
+    result["forward_frames_per_s"] = frames / median_time(lambda: forward(params, batch), args.steps)
     if side == "before":
         return result
 
@@ -93,7 +82,7 @@ def measure(args: argparse.Namespace, side: str) -> dict:
     model_only = jax.jit(jax.grad(lambda p, b: jnp.sum(rollout(trainer.graphdef, p, trainer.rest, simulator, b,
                                                                heads=heads)["qpos"])))
     jax.block_until_ready(model_only(params, batch))
-    result["model_share_s"] = _time(lambda: model_only(params, batch), args.steps)
+    result["model_share_s"] = median_time(lambda: model_only(params, batch), args.steps)
     simulator.advance_coordinates = real
 
     def simulate(torques, qpos0):
@@ -108,14 +97,14 @@ def measure(args: argparse.Namespace, side: str) -> dict:
     sim_grad = jax.jit(jax.grad(lambda t, q: jnp.sum(simulate(t, q))))
     qpos0 = jnp.asarray(batch["qpos0"], simulator.dtype)
     jax.block_until_ready(sim_grad(torques, qpos0))
-    result["simulator_share_s"] = _time(lambda: sim_grad(torques, qpos0), args.steps)
+    result["simulator_share_s"] = median_time(lambda: sim_grad(torques, qpos0), args.steps)
     result["step_s"] = step_s
 
     if trainer.hybrid:
         supervised = trainer.supervised_batch(0)
         weight = jnp.float32(1.0)
         jax.block_until_ready(trainer._supervised_grad(params, supervised, weight))
-        window_s = _time(lambda: trainer._supervised_grad(params, supervised, weight), args.steps)
+        window_s = median_time(lambda: trainer._supervised_grad(params, supervised, weight), args.steps)
         result["windows_per_s"] = config.hybrid.batch_size / window_s
 
     # float32 drift: the synthetic episode was made by CPU MuJoCo (float64) under known torques.
