@@ -531,7 +531,7 @@ DESCRIPTION = ("Import a LeRobot dataset (format v3.x, e.g. recorded with lerobo
                "splits 8:1:1 per task.")
 EPILOG = ("Motors are matched to the robot's joints by name. Load is accepted as observation.state entries "
           "<motor>.load or a feature observation.load / observation.effort named by motor, in the register's "
-          "0.1 %% units (+-1000 = full output). Exit status 2 with a one-line reason on a dataset that cannot be "
+          "0.1 % units (+-1000 = full output). Exit status 2 with a one-line reason on a dataset that cannot be "
           "imported (nothing is written).")
 
 
