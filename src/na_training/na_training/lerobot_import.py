@@ -302,10 +302,12 @@ def read_episodes(path: Path, layout: Layout) -> list[EpisodeSource]:
                                        ("load", layout.load), ("voltage", layout.voltage),
                                        ("temperature", layout.temperature)) if s is not None}
     needed = ["episode_index", "frame_index", "timestamp"]
-    table = pq.read_table(path)
-    missing = [c for c in needed if c not in table.column_names]
+    present = pq.read_schema(path).names
+    missing = [c for c in needed if c not in present]
     if missing:
         raise LeRobotImportError(f"{path}: no column(s) {', '.join(missing)}")
+    wanted = needed + sorted({s.feature for s in signals.values()}) + ["task_index"]
+    table = pq.read_table(path, columns=[c for c in wanted if c in present])    # images etc. are not read
     matrices = {key: _matrix(table, key, path) for key in {s.feature for s in signals.values()}}
     values = {name: _pick(matrices[s.feature], s, path) for name, s in signals.items()}
     episode = table.column("episode_index").to_numpy().astype(np.int64)

@@ -206,3 +206,17 @@ def test_bad_input_is_refused_in_one_line(tmp_path: Path, capsys: pytest.Capture
     assert err.startswith("na-train import-lerobot: error:") and "\n" not in err
     assert expected in err
     assert not out.exists() and not any(p.name.startswith(".nad") for p in tmp_path.iterdir())
+
+
+def test_episode_split_over_two_data_files(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "lerobot")
+    second = dataset / "data" / "chunk-000" / "file-001.parquet"
+    table = pq.read_table(second)                          # episode 2, 25 rows
+    pq.write_table(table.slice(0, 10), second)
+    pq.write_table(table.slice(10), dataset / "data" / "chunk-000" / "file-002.parquet")
+    out = tmp_path / "nad"
+    assert run(str(dataset), "--out", str(out)) == 0
+    ep = load_nad(out)[2]
+    assert len(ep) == 25
+    np.testing.assert_allclose(ep.columns["position_shoulder_pan"],
+                               deg_to_rad(motor_degrees(2, 25)["shoulder_pan"].astype(np.float32)), atol=1e-9)
