@@ -49,7 +49,7 @@ CONDITIONS = ("nominal", "restricted_joint3")
 SOURCES = ("live", "generated")
 
 # Episode metadata keys (docs/INTERFACES.md) and the Python type each holds.
-STRING_KEYS = ("task", "force_source", "condition", "operator", "notes", "source", "task_instance")
+STRING_KEYS = ("task", "force_source", "condition", "operator", "notes", "source", "task_instance", "robot")
 INT_KEYS = ("episode_id", "start_stamp", "stop_stamp", "seed")
 FLOAT_KEYS = ("payload_grams",)
 BOOL_KEYS = ("complete",)
@@ -205,7 +205,8 @@ def validate_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     meta.setdefault("seed", None)
     meta.setdefault("task_instance", task_instance_id(meta["task"], meta["payload_grams"], meta["condition"]))
     for key in STRING_KEYS:
-        meta[key] = str(meta[key])
+        if key in meta:                    # ``robot`` is optional (recordings without it name no robot)
+            meta[key] = str(meta[key])
     try:
         metadata_to_custom_data(meta)
     except (TypeError, ValueError) as err:
