@@ -34,6 +34,7 @@ class SimFamily:
     make_registers: Callable[[int], Any]        # servo ID -> the servo's emulated control table
     _goal_value: Callable[[Any, int], int]      # (registers, shaft steps) -> Goal Position register value
     _power_up: Callable[[Any], None]            # a reboot / power cycle: RAM back to its defaults
+    _bus: Callable[..., Any]                    # (registers, **options) -> the family's pty bus emulator
 
     def goal_value(self, registers: Any, shaft_angle: float) -> int:
         """The Goal Position value that puts this servo's shaft at ``shaft_angle`` (its Homing Offset and,
@@ -42,6 +43,10 @@ class SimFamily:
 
     def power_up(self, registers: Any) -> None:
         self._power_up(registers)
+
+    def make_bus(self, registers: Any, *, baud_rate: int, wire_time: bool, faults: Any) -> Any:
+        """The pty bus emulator of this family serving ``registers`` (XM430: Protocol 2.0, STS3215: Protocol 0)."""
+        return self._bus(registers, baud_rate=baud_rate, wire_time=wire_time, faults=faults)
 
 
 def _xm430_goal(registers: Any, pulses: int) -> int:
@@ -60,6 +65,18 @@ def _xm430_registers(servo_id: int) -> Any:
     return SimulatedServoRegisters(servo_id)
 
 
+def _xm430_bus(registers: Any, **options: Any) -> Any:
+    from na_sim.dxl_emulator import DxlBusEmulator
+
+    return DxlBusEmulator(registers, **options)
+
+
+def _sts3215_bus(registers: Any, **options: Any) -> Any:
+    from na_sim.sts_emulator import StsBusEmulator
+
+    return StsBusEmulator(registers, **options)
+
+
 def _sts3215_registers(servo_id: int) -> Any:
     from na_sim.sts_registers import StsServoRegisters
 
@@ -69,10 +86,10 @@ def _sts3215_registers(servo_id: int) -> Any:
 FAMILIES: dict[str, SimFamily] = {
     "xm430": SimFamily("xm430", "XM430-W350", xm430, (3, 4, 5),
                        ("position_p_gain", "position_i_gain", "position_d_gain"), xm430.rad_to_pulses,
-                       _xm430_registers, _xm430_goal, lambda registers: registers.reboot()),
+                       _xm430_registers, _xm430_goal, lambda registers: registers.reboot(), _xm430_bus),
     "sts3215": SimFamily("sts3215", "STS3215", sts3215, (0, 3),
                          ("p_coefficient", "i_coefficient", "d_coefficient"), sts3215.rad_to_steps,
-                         _sts3215_registers, _sts3215_goal, lambda registers: registers.power_cycle()),
+                         _sts3215_registers, _sts3215_goal, lambda registers: registers.power_cycle(), _sts3215_bus),
 }
 
 
