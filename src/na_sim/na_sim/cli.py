@@ -29,9 +29,9 @@ payloads (grams) apply to %(payload_tasks)s; default: the robot's task profile, 
 (OpenManipulator-X, Tab. A15: pick_place / go_up_stay 0 100 200 300 400 500, pick_place_restricted 0 200;
 SO-101, Tab. A16: pick_place / go_up_stay 0 200 300 400 500).
 Episode i of a task uses seed SEED+i, so push_* and nopush_* runs pair up.
-robots: omx_x (OpenManipulator-X, default) runs every task; so101 (SO-101) runs circles, sweeps,
-lean_extend, pick_place, go_up_stay and pick_place_restricted (na_sim/config/tasks_so101.yaml);
-a group holds only the robot's tasks.
+robots: omx_x (OpenManipulator-X, default) and so101 (SO-101) run every task; the numbers behind them
+(poses, ranges, press depths, payload sets) are the robot's task profile, na_sim/config/tasks_<robot>.yaml;
+a robot whose profile lists fewer tasks gets only those (and groups hold only those).
 
 examples:
   na-sim generate --tasks all --episodes 10 --seed 0 --out data/episodes

@@ -3,6 +3,8 @@ in the metadata, payload load on shoulder_lift, per-robot tasks and payload sets
 
 from __future__ import annotations
 
+import dataclasses
+
 import mujoco
 import numpy as np
 import pytest
@@ -11,7 +13,9 @@ from na_common import episode_bag as eb
 from na_description import load_spec
 from na_description.model import load_model
 from na_sim import generate as gen
+from na_sim import tasks
 from na_sim.cli import main as cli_main
+from na_sim.task_profile import task_profile
 from na_sim.tasks import make_task
 
 SO101 = load_spec("so101")
@@ -113,11 +117,14 @@ def test_held_payload_shows_in_the_shoulder_lift_load(episodes):
     assert np.mean(measured) < 1.2 * np.mean(with_payload) / STALL_TORQUE
 
 
-def test_robot_tasks_payload_sets_and_mismatches_are_one_line_errors(tmp_path, capsys):
+def test_robot_tasks_payload_sets_and_mismatches_are_one_line_errors(tmp_path, capsys, monkeypatch):
     plan = gen.plan_episodes(gen.GenerateOptions(tasks=["payload"], robot="so101", out=tmp_path))
     assert sorted({grams for task, grams, _ in plan if task == "pick_place"}) == [0, 200, 300, 400, 500]
     assert {task for task, _, _ in plan} == {"pick_place", "go_up_stay"}
-    assert gen.resolve_tasks(["all"], SO101)[:2] == ["circle_cw", "circle_ccw"]
+    assert gen.resolve_tasks(["all"], SO101) == list(tasks.TASK_IDS)          # the SO-101 runs every task
+    # A robot whose profile lists fewer tasks: the others and groups without any of its tasks are refused.
+    narrow = dataclasses.replace(task_profile(SO101), tasks=("circle_cw", "go_up_stay"))
+    monkeypatch.setattr(tasks, "profile_of", lambda spec: narrow if spec.name == "so101" else task_profile(spec))
     for argv, expected in (
         (["--robot", "so101", "--tasks", "push_px"], "task 'push_px' is not in the task profile of robot 'so101'"),
         (["--robot", "so101", "--tasks", "push"], "group 'push' has no task robot 'so101' runs"),
@@ -129,3 +136,18 @@ def test_robot_tasks_payload_sets_and_mismatches_are_one_line_errors(tmp_path, c
         err = capsys.readouterr().err.strip()
         assert expected in err and "\n" not in err
     assert not (tmp_path / "x").exists()
+
+
+def test_push_episode_presses_the_fixture_within_the_scripted_force_range(tmp_path):
+    episode = make_task("push_nz", 4, quick=True, spec=SO101)
+    start, stop = episode.press_intervals[0]
+    options = gen.GenerateOptions(tasks=["push_nz"], robot="so101", episodes=1, seed=4, out=tmp_path, quick=True,
+                                  max_seconds=stop)
+    path = gen.generate(options, progress=False, log=lambda _: None).episodes[0].path
+    t0 = _read(path, "/sim/truth/wrench")[0][0]
+    pressing = [np.linalg.norm([m.wrench.force.x, m.wrench.force.y, m.wrench.force.z])
+                for stamp, m in _read(path, "/sim/truth/wrench") if start + 0.3 < (stamp - t0) * 1e-9 < stop]
+    assert pressing and 3.0 < np.median(pressing) < 30.0            # the task aims at roughly 5-20 N
+    contact = [m.data for stamp, m in _read(path, "/sim/truth/contact") if (stamp - t0) * 1e-9 < start - 2.0]
+    assert not any(contact)                                          # no touch before the approach
+    assert len(_read(path, "/ft/wrench")) > 150 * stop               # ~200 Hz sensor stream in push episodes

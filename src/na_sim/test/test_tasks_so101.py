@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -64,10 +66,14 @@ def test_payload_tasks_grasp_on_the_table_with_the_jaw_closed(kin, task):
     assert episode.metadata()["condition"] == ("restricted_joint3" if task.endswith("restricted") else "nominal")
 
 
-def test_profile_payloads_are_the_paper_so101_set_and_other_tasks_are_refused(kin):
+def test_profile_payloads_are_the_paper_so101_set_and_other_tasks_are_refused(kin, monkeypatch):
     profile = task_profile(kin.spec)
     assert profile.payloads["pick_place"] == (0.0, 200.0, 300.0, 400.0, 500.0)      # paper Tab. A16
     assert profile.payloads["go_up_stay"] == (0.0, 200.0, 300.0, 400.0, 500.0)
+    # A profile that lists its tasks refuses the others (the shipped SO-101 profile runs them all).
+    narrow = dataclasses.replace(profile, tasks=("circle_cw", "go_up_stay"))
+    monkeypatch.setattr(tasks, "profile_of", lambda spec: narrow)
+    assert tasks.robot_tasks(kin.spec) == ("circle_cw", "go_up_stay")
     with pytest.raises(tasks.TaskError, match="task 'push_px' is not in the task profile of robot 'so101'") as err:
         tasks.make_task("push_px", 0, spec=kin.spec, kinematics=kin)
     assert "\n" not in str(err.value)
