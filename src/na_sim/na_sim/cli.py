@@ -21,7 +21,8 @@ task ids:
   push_px push_nx push_py         press the F/T fixture along +X/-X/+Y/-Y/+Z/-Z (5-20 N)
   push_ny push_pz push_nz
   nopush_px .. nopush_nz          same commanded motion as push_* (same seed), fixture absent
-  pick_place_restricted           Joint 3 restricted (rubber bands), payloads 0 and 200 g
+  pick_place_restricted           the rig's restricted joint (rubber bands; OpenManipulator-X Joint 3,
+                                  SO-101 elbow_flex), payloads 0 and 200 g
 groups: all, free (circles, sweeps, lean_extend), payload (pick_place, go_up_stay), push, nopush,
         contact (push + nopush), condition (pick_place, pick_place_restricted)
 
