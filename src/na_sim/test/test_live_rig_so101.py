@@ -55,7 +55,10 @@ def test_so101_rig_serves_both_arms_on_protocol0(tmp_path):
         for role in ("leader_port", "follower_port"):
             blocks = [_sync_read(info[role], spec.servo_ids)[servo_id] for servo_id in spec.servo_ids]
             pose = spec.servo_to_joint([block.position for block in blocks])
-            assert np.max(np.abs(pose - np.array(config.initial_pose))) < 0.03     # at rest in the initial pose
+            lower, upper = spec.servo_angle_limits()
+            assert np.all((pose > lower - 0.05) & (pose < upper + 0.05))
+            if role == "leader_port":      # the operator holds the leader in the initial pose; the follower,
+                assert np.max(np.abs(pose - np.array(config.initial_pose))) < 0.03   # torque off, may sag
             for block in blocks:
                 assert block.load == 0.0                   # nobody enabled torque: no drive duty
                 assert 11.0 < block.input_voltage < 12.5 and block.status == 0
