@@ -45,7 +45,10 @@ SET_ASIDE_SUFFIX = ".unreadable"
 NUMBERED_DIR_PATTERN = re.compile(r"^episode_(\d{6})(?:\.unreadable(?:\.\d+)?)?$")
 
 FORCE_SOURCES = ("none", "payload", "ft_sensor")
-CONDITIONS = ("nominal", "restricted_joint3")
+# An episode's motor condition: "nominal", or "restricted_<joint>" (that joint mechanically restricted, e.g.
+# restricted_joint3 on the OpenManipulator-X, restricted_elbow_flex on the SO-101).
+CONDITION_PATTERN = re.compile(r"^(nominal|restricted_[a-z][a-z0-9_]*)$")
+CONDITION_FORMS = "nominal or restricted_<joint>"
 SOURCES = ("live", "generated")
 
 # Episode metadata keys (docs/INTERFACES.md) and the Python type each holds.
@@ -191,9 +194,11 @@ def validate_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     if missing:
         raise EpisodeBagError(f"episode metadata lacks required keys: {', '.join(missing)}")
     meta = dict(metadata)
-    for key, allowed in (("force_source", FORCE_SOURCES), ("condition", CONDITIONS), ("source", SOURCES)):
+    for key, allowed in (("force_source", FORCE_SOURCES), ("source", SOURCES)):
         if meta[key] not in allowed:
             raise EpisodeBagError(f"episode metadata '{key}' = {meta[key]!r}; expected one of {', '.join(allowed)}")
+    if not CONDITION_PATTERN.match(str(meta["condition"])):
+        raise EpisodeBagError(f"episode metadata 'condition' = {meta['condition']!r}; expected {CONDITION_FORMS}")
     try:
         meta["payload_grams"] = float(meta["payload_grams"])
     except (TypeError, ValueError):
