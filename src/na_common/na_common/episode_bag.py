@@ -49,6 +49,12 @@ FORCE_SOURCES = ("none", "payload", "ft_sensor")
 # restricted_joint3 on the OpenManipulator-X, restricted_elbow_flex on the SO-101).
 CONDITION_PATTERN = re.compile(r"^(nominal|restricted_[a-z][a-z0-9_]*)$")
 CONDITION_FORMS = "nominal or restricted_<joint>"
+NOMINAL_CONDITION = "nominal"
+
+
+def restricted_condition(joint: str) -> str:
+    """The ``condition`` of an episode whose ``joint`` is mechanically restricted (``restricted_<joint>``)."""
+    return f"restricted_{joint}"
 SOURCES = ("live", "generated")
 
 # Episode metadata keys (docs/INTERFACES.md) and the Python type each holds.

@@ -289,7 +289,7 @@ def run_episode(rig: Rig, episode: TaskEpisode, writer: eb.EpisodeWriter, start_
     rig.reset(seed=episode.seed, pose=leader_poses[0])
     rig.configure_follower()
     rig.set_fixture(episode.fixture)
-    rig.set_joint3_restriction(episode.restricted_joint3)
+    rig.set_restriction(episode.restricted)
     payload_kg = episode.payload_kg
     grasped = False
     pending_command: np.ndarray | None = None

@@ -100,7 +100,7 @@ class ScriptedOperator:
     def _begin(self, episode: Any) -> float:
         self.rig.set_payload(None)
         self.rig.set_fixture(episode.fixture)
-        self.rig.set_joint3_restriction(episode.restricted_joint3)
+        self.rig.set_restriction(episode.restricted)
         self.episodes += 1
         return time.monotonic()
 

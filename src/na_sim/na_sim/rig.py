@@ -32,6 +32,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from na_common.episode_bag import NOMINAL_CONDITION, restricted_condition
 from na_common.fixture import FixturePose
 from na_description import load_spec
 from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
@@ -43,8 +44,7 @@ from na_sim.sim_family import sim_family
 GRAVITY = 9.81                      # m/s², the payload label of docs/INTERFACES.md
 PARKED_FIXTURE = np.array([0.0, 0.0, -10.0])   # where the fixture waits when the episode has none
 
-CONDITION_NOMINAL = "nominal"
-CONDITION_RESTRICTED = "restricted_joint3"
+CONDITION_NOMINAL = NOMINAL_CONDITION
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class RigTruth:
     sensor_wrench: np.ndarray       # (6,) N, N·m: wrench the tool applies to the F/T sensor, sensor frame
     payload_kg: float               # 0.0 when nothing is held
     grasp: bool                     # a payload is attached
-    condition: str                  # "nominal" | "restricted_joint3"
+    condition: str                  # "nominal" | "restricted_<the spec's condition_joint>"
     joint_position: np.ndarray      # (n_motors,) follower, joint side (gripper: servo angle, rad)
     joint_velocity: np.ndarray      # (n_motors,) rad/s
     servo_torque: np.ndarray        # (n_motors,) N·m, torque each follower servo's output shaft delivers
@@ -132,7 +132,8 @@ class Rig:
         self._grip_qpos = int(self._qpos[self._gripper[0]])
         self._grip_dof = int(self._dof[self._gripper[0]])
         self._grasp_stop: float | None = None       # slide where a held object stops the finger
-        self._restricted_joint = names.index(cfg.restriction_joint)
+        self._restricted_joint = names.index(spec.condition_joint)
+        self.restricted_condition = restricted_condition(spec.condition_joint)
         self._tool_geom = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, "tool_collider")
         self._fixture_geom = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, "ft_fixture_geom")
         self._fixture_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "ft_fixture")
@@ -299,8 +300,8 @@ class Rig:
         return np.asarray(self.fixture.position) - standoff * direction, direction
 
     def set_restriction(self, on: bool) -> None:
-        """Rubber bands across the config's restricted joint (``restriction.joint``; the OpenManipulator-X's
-        Joint 3): extra spring toward ``rest_angle``, damping and friction."""
+        """Rubber bands across the spec's condition joint (OpenManipulator-X: joint3, SO-101: elbow_flex),
+        the ``restriction`` section of the rig config: extra spring toward ``rest_angle``, damping, friction."""
         cfg = self.config
         k = self._restricted_joint
         with self.lock:
@@ -312,7 +313,7 @@ class Rig:
             self.model.dof_frictionloss[dof] = cfg.restriction_friction if on else 0.0
             self._truth = self._compute_truth()
 
-    set_joint3_restriction = set_restriction     # the condition's name (restricted_joint3) for any robot
+    set_joint3_restriction = set_restriction     # the OpenManipulator-X's name of it
 
     def set_supply_voltage(self, volts: float) -> None:
         """Fault injection: change the follower's supply voltage (the bus still sags under load)."""
@@ -335,7 +336,7 @@ class Rig:
 
     @property
     def condition(self) -> str:
-        return CONDITION_RESTRICTED if self.restricted else CONDITION_NOMINAL
+        return self.restricted_condition if self.restricted else CONDITION_NOMINAL
 
     # ---- stepping ----------------------------------------------------------------------------
     def step(self, dt: float | None = None, registers: bool = True) -> RigTruth:

@@ -3,9 +3,9 @@
 The shipped YAML files live beside this module in ``na_sim/config/``; ``find_config`` resolves a
 name there or takes a path (:mod:`na_common.config_files`). A rig config belongs to one robot
 (``robot:``, a shipped spec name, default the OpenManipulator-X): per-servo lists have one value
-per joint of that robot's spec, and the restricted joint is one of its joints. ``sim_rig.yaml``
-is the OpenManipulator-X rig, ``sim_rig_so101.yaml`` the SO-101's; :func:`rig_config_for` names
-a robot's shipped rig config.
+per joint of that robot's spec. The joint the ``restriction`` bands act on is the spec's
+``condition_joint``. ``sim_rig.yaml`` is the OpenManipulator-X rig, ``sim_rig_so101.yaml`` the
+SO-101's; :func:`rig_config_for` names a robot's shipped rig config.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from na_common.config_files import ConfigFileError, resolve_config
 from na_common.fixture import FixturePose, FixturePoseError
+from na_description.spec import ROBOT_ALIASES
 from na_description.yaml_file import load_yaml_mapping
 
 RIG_CONFIG_NAME = "sim_rig.yaml"
@@ -23,8 +24,6 @@ SERVO_CONFIG_NAME = "servo_xm430.yaml"
 DEFAULT_ROBOT = "open_manipulator_x"
 # Shipped rig config of each robot that has one (the OpenManipulator-X's is the unprefixed default).
 ROBOT_RIG_CONFIGS = {DEFAULT_ROBOT: RIG_CONFIG_NAME, "so101": "sim_rig_so101.yaml"}
-# Short robot names of the launch files and command lines -> spec names.
-ROBOT_ALIASES = {"omx_x": DEFAULT_ROBOT}
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 
 
@@ -75,8 +74,8 @@ _KNOWN_KEYS: dict[str, set[str] | None] = {
     "payload": {"offset_from_tool_m", "radius_m", "grasp_stop_slide_m", "grasp_stiffness_n_m", "grasp_damping_n_s_m"},
     "fixture": {"position", "rpy", "half_size_m", "friction"},
     "tool_collider_radius_m": None,
-    "restriction": {"joint", "stiffness_nm_rad", "rest_angle_rad", "damping_nm_s_rad", "friction_nm"},
-    "joint3_restriction": {"joint", "stiffness_nm_rad", "rest_angle_rad", "damping_nm_s_rad", "friction_nm"},
+    "restriction": {"stiffness_nm_rad", "rest_angle_rad", "damping_nm_s_rad", "friction_nm"},
+    "joint3_restriction": {"stiffness_nm_rad", "rest_angle_rad", "damping_nm_s_rad", "friction_nm"},
 }
 
 
@@ -143,7 +142,6 @@ class RigConfig:
     fixture_half_size: tuple[float, float, float] = (0.02, 0.02, 0.02)
     fixture_friction: float = 0.6
     tool_collider_radius: float = 0.008
-    restriction_joint: str = "joint3"    # the joint the rubber bands restrict (condition restricted_joint3)
     restriction_stiffness: float = 0.8
     restriction_rest_angle: float = -0.6
     restriction_damping: float = 0.15
@@ -190,7 +188,6 @@ class RigConfig:
         config = cls(
             robot=robot_name(raw.get("robot", DEFAULT_ROBOT)),
             servo_family=str(servo_raw.get("family", "xm430")),
-            restriction_joint=str(restriction.get("joint", default["restriction_joint"])),
             follower_wear=tuple(sorted((str(k), float(v)) for k, v in wear.items())),
             servo_config=servo_path,
             timestep_s=float(raw.get("timestep_s", default["timestep_s"])),
@@ -239,7 +236,7 @@ class RigConfig:
             raise RigConfigError("fixture half_size_m needs 3 positive values")
 
     def _validate_against_robot(self) -> None:
-        """Lengths, the restricted joint, the servo family and the follower's mode against the robot's spec."""
+        """Lengths, the servo family and the follower's mode against the robot's spec."""
         from na_description.spec import SpecError, load_spec
         from na_sim.sim_family import sim_family  # (it imports this module)
 
@@ -255,9 +252,6 @@ class RigConfig:
                              ("follower_setup.position_d_gain", self.follower_d_gain)):
             if len(values) != n:
                 raise RigConfigError(f"{name} needs {n} values (one per {spec.name} joint), got {len(values)}")
-        if self.restriction_joint not in spec.joint_names:
-            raise RigConfigError(f"restriction.joint {self.restriction_joint!r} is not a joint of {spec.name} "
-                                 f"({', '.join(spec.joint_names)})")
         if self.follower_mode not in family.position_modes:
             modes = ", ".join(str(m) for m in family.position_modes)
             raise RigConfigError(f"follower_setup.operating_mode must be a {family.name} position mode ({modes}), "

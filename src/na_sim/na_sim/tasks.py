@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from na_common.episode_bag import NOMINAL_CONDITION, restricted_condition
 from na_common.fixture import FixturePose
 from na_description import RobotSpec, load_spec
 from na_description.model import Kinematics
@@ -182,8 +183,9 @@ class TaskEpisode:
     press_poses: list[np.ndarray] = field(default_factory=list)        # leader poses solving those targets
 
     @property
-    def restricted_joint3(self) -> bool:
-        return self.condition == "restricted_joint3"
+    def restricted(self) -> bool:
+        """The rig's condition joint is restricted (the episode's condition is not nominal)."""
+        return self.condition != NOMINAL_CONDITION
 
     @property
     def payload_kg(self) -> float:
@@ -591,7 +593,7 @@ def make_task(task: str, seed: int, payload_grams: float | None = None, *, quick
     grasp = [extra["grasp"]] if "grasp" in extra and payload > 0 else []
     return TaskEpisode(
         task=task, seed=int(seed), payload_grams=payload, force_source=force_source,
-        condition="restricted_joint3" if task == "pick_place_restricted" else "nominal",
+        condition=restricted_condition(spec.condition_joint) if task == "pick_place_restricted" else NOMINAL_CONDITION,
         fixture=extra.get("fixture") if is_push else None,
         grasp_intervals=grasp, duration=planner.traj.time, trajectory=planner.traj,
         tremor=_Tremor.random(rng, spec.n_motors, 1.0, profile.gripper), lower=planner.lower - 0.5 * JOINT_MARGIN,

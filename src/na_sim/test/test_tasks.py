@@ -47,7 +47,7 @@ def test_every_task_within_limits_and_smooth(task, kin):
     meta = episode.metadata()
     assert meta["task"] == task and meta["seed"] == 11
     assert meta["condition"] == ("restricted_joint3" if task == "pick_place_restricted" else "nominal")
-    assert episode.restricted_joint3 == (task == "pick_place_restricted")
+    assert episode.restricted == (task == "pick_place_restricted")
 
 
 def test_deterministic_per_seed_and_different_across_seeds(kin):

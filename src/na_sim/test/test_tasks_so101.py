@@ -63,7 +63,8 @@ def test_payload_tasks_grasp_on_the_table_with_the_jaw_closed(kin, task):
     at_grasp = episode.pose(start)
     assert kin.tool_position(at_grasp[:5])[2] < 0.05                  # picked from the table
     assert at_grasp[5] < episode.pose(0.5)[5] - 0.4                   # jaw closed (rad) vs open before
-    assert episode.metadata()["condition"] == ("restricted_joint3" if task.endswith("restricted") else "nominal")
+    assert episode.metadata()["condition"] == ("restricted_elbow_flex" if task.endswith("restricted") else "nominal")
+    assert episode.restricted == task.endswith("restricted")
 
 
 def test_profile_payloads_are_the_paper_so101_set_and_other_tasks_are_refused(kin, monkeypatch):
