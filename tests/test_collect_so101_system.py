@@ -16,10 +16,11 @@ from na_common.episode_bag import EpisodeReader
 from na_description import load_spec
 
 EPISODE_SECONDS = 5.0
-# Share of the configured driver/teleop rates (header stamps) every arm topic must reach. Measured on the
-# 2-core machine: 99.2-99.9 % for all three topics; with other jobs loading it to a load average of ~15
-# the drivers dipped to 84-94 % and the teleop's commands (best-effort leader subscription) to 64-95 %.
-RATE_SHARE = 0.95
+# Share of the configured driver/teleop rates (header stamps) every arm topic must reach: a lower bound with
+# margin, as the OpenManipulator-X collect test. Measured on the 2-core machine: 99.2-99.9 % for all three
+# topics; with other jobs loading it to a load average of ~15 the drivers dipped to 84-94 % and the teleop's
+# commands (best-effort leader subscription) to 64-95 %.
+RATE_SHARE = 0.85
 SOFT_START_S = 3.0         # na_bringup/config/so101_teleop.yaml soft_start_duration
 
 

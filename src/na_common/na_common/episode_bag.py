@@ -55,6 +55,8 @@ NOMINAL_CONDITION = "nominal"
 def restricted_condition(joint: str) -> str:
     """The ``condition`` of an episode whose ``joint`` is mechanically restricted (``restricted_<joint>``)."""
     return f"restricted_{joint}"
+
+
 SOURCES = ("live", "generated")
 
 # Episode metadata keys (docs/INTERFACES.md) and the Python type each holds.

@@ -293,8 +293,25 @@ def _bag_metadata(path: Path, config: Mapping[str, Any]) -> tuple[dict[str, Any]
     return info, dict(defaults)
 
 
-def read_bag(path: str | Path, config: Mapping[str, Any], joint_names: Sequence[str]) -> BagContents:
-    """Read the streams the converter needs from one rosbag2 directory (MCAP or sqlite3).
+def _check_robot(path: Path, recorded: Any, robot: str) -> None:
+    """Refuse a bag whose metadata names another robot than ``robot`` (the spec name converted for)."""
+    from na_description import SpecError, load_spec
+
+    if not recorded:               # recorders before the robot key: the joint names still have to match
+        return
+    try:
+        same = load_spec(str(recorded)).name == robot
+    except SpecError:
+        same = False
+    if not same:
+        raise ConvertError(f"{path}: the bag was recorded with robot '{recorded}', this conversion is for "
+                           f"'{robot}' (give --robot {recorded})")
+
+
+def read_bag(path: str | Path, config: Mapping[str, Any], joint_names: Sequence[str],
+             robot: str | None = None) -> BagContents:
+    """Read the streams the converter needs from one rosbag2 directory (MCAP or sqlite3); with ``robot`` (a
+    spec name), a bag whose metadata names another robot is refused.
 
     Messages are not deserialised one by one: their CDR bytes are read as columns
     (``na_training.cdr_columns``), which gives the values rosbags' deserialiser gives.
@@ -308,6 +325,8 @@ def read_bag(path: str | Path, config: Mapping[str, Any], joint_names: Sequence[
         summaries = topic_summaries(info)
     except (EpisodeBagError, KeyError, TypeError, ValueError) as err:
         raise ConvertError(f"{path}: {err}") from err
+    if robot is not None:
+        _check_robot(path, metadata.get("robot"), robot)
     available = {name: t.msgtype for name, t in summaries.items()}
     counts = {name: t.count for name, t in summaries.items()}
     if sum(counts.values()) == 0:
@@ -606,6 +625,7 @@ class EpisodeJob:
     """What converting one bag needs besides the bag (sent to every worker task; picklable)."""
 
     config: dict[str, Any]
+    robot: str
     joint_names: list[str]
     period_ns: int | None
     effort_signal: str
@@ -629,7 +649,7 @@ class BagOutcome:
 def convert_bag(job: EpisodeJob, path: Path, staged: Path) -> BagOutcome:
     """Read, align and label one bag and write its episode file to ``staged`` (runs in a worker)."""
     try:
-        contents = read_bag(path, job.config, job.joint_names)
+        contents = read_bag(path, job.config, job.joint_names, job.robot)
         frames = align_episode(contents, job.config, job.joint_names, job.period_ns, job.effort_signal,
                                job.condition_joint)
     except ConvertError as err:
@@ -684,8 +704,8 @@ def convert(bags: Sequence[str | Path], out: str | Path, *, config: Mapping[str,
         with_truth = any(truth_topics & set(topics) for topics in recorded)
         optional = ("load",) if spec.effort_signal == "load" else ()
         columns = build_columns(spec.joint_names, [spec.condition_joint], with_truth, optional)
-        job = EpisodeJob(config=config, joint_names=list(spec.joint_names), with_truth=with_truth, columns=columns,
-                         effort_signal=spec.effort_signal, condition_joint=spec.condition_joint,
+        job = EpisodeJob(config=config, robot=spec.name, joint_names=list(spec.joint_names), with_truth=with_truth,
+                         columns=columns, effort_signal=spec.effort_signal, condition_joint=spec.condition_joint,
                          period_ns=round(NS_PER_S / rate_hz) if rate_hz is not None else None)
         writer = NadWriter(out, columns, overwrite=overwrite)
         try:

@@ -13,16 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from na_common.episode_bag import FORCE_SOURCES, NOMINAL_CONDITION, restricted_condition
 from na_common.fixture import FixturePose, FixturePoseError
 
 STANDARD_GRAVITY = 9.81  # m/s^2, the value docs/INTERFACES.md fixes for the payload label
 
-FORCE_SOURCES = ("none", "payload", "ft_sensor")
-
 # Condition label of the supervised motor (paper Sec. III-A: c = 1 normal, 0 mechanically restricted;
 # only Joint 3 is supervised on the OpenManipulator-X benchmark). The supervised joint is the robot
 # spec's condition_joint; an episode's condition is "nominal" or "restricted_<that joint>".
-NOMINAL_CONDITION = "nominal"
 
 
 class LabelError(ValueError):
@@ -59,11 +57,6 @@ def contact_from_force(force: np.ndarray, valid: np.ndarray, threshold: float) -
     """Contact label ``|f| > threshold`` over the valid channels; frames without a valid channel are 0."""
     force = np.where(valid, np.asarray(force, dtype=np.float64), 0.0)
     return np.linalg.norm(force, axis=1) > threshold
-
-
-def restricted_condition(joint: str) -> str:
-    """The ``condition`` metadata value of an episode whose ``joint`` is mechanically restricted."""
-    return f"restricted_{joint}"
 
 
 def condition_labels(condition: str, joint: str) -> dict[str, float]:

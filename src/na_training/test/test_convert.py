@@ -594,7 +594,7 @@ def _reference_stream(role: str, samples: list[tuple[int, object]]) -> conv.Stre
     return conv.Stream(stamps, values)
 
 
-def _reference_read_bag(path, config, joint_names) -> conv.BagContents:
+def _reference_read_bag(path, config, joint_names, robot=None) -> conv.BagContents:
     """read_bag through rosbags' EpisodeReader and deserialiser (the previous implementation's path)."""
     from na_common.episode_bag import EpisodeReader, validate_metadata
 

@@ -37,12 +37,14 @@ def _state(stamp: int, joints: list[str], k: int, role: str, with_load: bool):
 
 
 def write_bag(out: Path, joints: list[str], frames: int = 60, with_load: bool = True,
-              condition: str = "nominal") -> tuple[Path, np.ndarray]:
+              condition: str = "nominal", robot: str | None = None) -> tuple[Path, np.ndarray]:
     """One episode bag of an arm with ``joints``; returns the bag and the follower loads written."""
     from na_common.episode_bag import EpisodeWriter, make_header
 
     meta = {"task": "go_up_stay", "payload_grams": 0.0, "force_source": "none", "condition": condition,
             "source": "generated", "seed": 1}
+    if robot is not None:
+        meta["robot"] = robot
     loads = []
     with EpisodeWriter(out, meta) as writer:
         writer.add_topic("/follower/arm_state", "na_msgs/msg/ArmState")
@@ -91,6 +93,17 @@ def test_a_bag_of_the_other_arm_is_refused_naming_the_joints(tmp_path: Path) -> 
     omx_bag, _ = write_bag(tmp_path / "omx", OMX_JOINTS, with_load=False)
     with pytest.raises(conv.ConvertError, match=r"missing \['shoulder_pan'"):
         conv.convert([omx_bag], tmp_path / "nad_so", robot="so101", progress=False, jobs=1)
+
+
+def test_a_bag_whose_metadata_names_another_robot_is_refused(tmp_path: Path) -> None:
+    # joint names alone would pass: the metadata's robot decides
+    mislabelled, _ = write_bag(tmp_path / "bags", OMX_JOINTS, with_load=False, robot="so101")
+    with pytest.raises(conv.ConvertError) as refused:
+        conv.convert([mislabelled], tmp_path / "nad", robot="omx_x", progress=False, jobs=1)
+    assert "recorded with robot 'so101'" in str(refused.value) and "\n" not in str(refused.value)
+    named, _ = write_bag(tmp_path / "named", SO101_JOINTS, robot="so101")
+    conv.convert([named], tmp_path / "nad_so", robot="so101", progress=False, jobs=1)
+    assert read_info(tmp_path / "nad_so")["robot"] == "so101"
 
 
 def test_an_so101_bag_without_present_load_is_refused(tmp_path: Path) -> None:
