@@ -99,9 +99,15 @@ def training_episode(columns: Mapping[str, Any], *, name: str = "episode", spec:
                            valid=valid, task=task, payload_grams=payload_grams, contact=contact)
 
 
-def from_nad_episode(episode: Any, condition_joint: str = "joint3", condition_tasks: Sequence[str] = (),
+def from_nad_episode(episode: Any, condition_joint: str | None = None, condition_tasks: Sequence[str] = (),
                      spec: RobotSpec | None = None) -> TrainingEpisode:
-    """Adapter from ``na_training.nad.Episode``: the command sent to the follower is the goal position."""
+    """Adapter from ``na_training.nad.Episode``: the command sent to the follower is the goal position.
+    ``spec`` and ``condition_joint`` default to the NAD's robot and its condition joint."""
+    if spec is None:
+        from na_training.nad import robot_spec
+
+        spec = robot_spec(episode.info)
+    condition_joint = condition_joint or spec.condition_joint
     state = episode.arm_state()
     state["goal_position"] = state["command_position"]
     joints = list(episode.info.get("condition_joints", []))

@@ -423,8 +423,7 @@ def _follower_at(follower: Stream, targets: np.ndarray, resampled: bool, gap_ns:
 
 
 def align_episode(contents: BagContents, config: Mapping[str, Any], joint_names: Sequence[str],
-                  period_ns: int | None, effort_signal: str = "current", condition_joint: str = "joint3"
-                  ) -> EpisodeFrames:
+                  period_ns: int | None, effort_signal: str, condition_joint: str) -> EpisodeFrames:
     """Align one bag's streams to frames and make the labels (``effort_signal`` and ``condition_joint``: the
     robot spec's; a frame is valid only where its effort signal is finite)."""
     path, streams = contents.path, contents.streams
