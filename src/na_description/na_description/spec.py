@@ -49,6 +49,7 @@ class GripperMap:
 
     angle_points: tuple[float, float]
     slide_points: tuple[float, float]
+    unit: str = "m"                 # of the simulator coordinate: "m" (a finger slide) or "rad" (a jaw hinge)
 
     @property
     def slope(self) -> float:
@@ -242,7 +243,10 @@ def load_spec(path: str | Path | None = None) -> RobotSpec:
         raise SpecError(f"{where}: servo IDs must be unique")
     servo = _require(raw, "servo", where)
     grip = _require(raw, "gripper", where)
-    gripper = GripperMap(tuple(map(float, grip["angle_points"])), tuple(map(float, grip["slide_points"])))
+    gripper = GripperMap(tuple(map(float, grip["angle_points"])), tuple(map(float, grip["slide_points"])),
+                         str(grip.get("unit", "m")))
+    if gripper.unit not in ("m", "rad"):
+        raise SpecError(f"{where}: gripper unit must be m (slide) or rad (hinge), got {gripper.unit!r}")
     mjcf_path = (spec_path.parent / _require(raw, "mjcf", where)).resolve()
     effort_signal = str(raw.get("effort_signal", "current"))
     if effort_signal not in EFFORT_SIGNALS:

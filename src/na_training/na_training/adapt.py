@@ -139,14 +139,15 @@ def before_after(parent: Path, adapted: Path, nad: Path, out: Path, horizons=TAB
     rows = {}
     for name, result in results.items():
         avg = {h: result["rollout"][str(h)]["rows"]["avg"] for h in horizons}
-        joints = [k for k in avg[horizons[0]] if k not in ("gripper_mm", "force", "episodes")]
+        joints = [k for k in avg[horizons[0]] if k not in ("gripper", "force", "episodes")]
         rows[name] = {"joints_deg": {h: [avg[h][j] for j in joints] for h in horizons},
-                      "gripper_mm": {h: avg[h]["gripper_mm"] for h in horizons},
+                      "gripper": {h: avg[h]["gripper"] for h in horizons},
                       "force_n": {h: avg[h]["force"] for h in horizons},
                       "tracking_deg": float(np.mean([np.mean([avg[h][j] for j in joints]) for h in horizons])),
                       "streaming_force_mae_n": _streaming_avg(result)}
     summary = {
         "rows": rows, "horizons": list(horizons), "joints": joints,
+        "gripper_unit": results["after"].get("gripper_unit", "mm"),
         "tracking_reduction": 1.0 - rows["after"]["tracking_deg"] / rows["before"]["tracking_deg"],
         "force_change": rows["after"]["streaming_force_mae_n"] / rows["before"]["streaming_force_mae_n"] - 1.0,
     }
@@ -162,14 +163,15 @@ def _streaming_avg(result: dict[str, Any]) -> float:
 
 def adapt_markdown(summary: dict[str, Any]) -> str:
     horizons, joints = summary["horizons"], summary["joints"]
-    head = " | ".join(f"{h}: {', '.join(['J' + str(k + 1) for k in range(len(joints))])} (deg), Grip (mm), F (N)"
+    grip = f"Grip ({summary.get('gripper_unit', 'mm')})"
+    head = " | ".join(f"{h}: {', '.join(['J' + str(k + 1) for k in range(len(joints))])} (deg), {grip}, F (N)"
                       for h in horizons)
     lines = ["# Adaptation: before and after on the new arm's test split (paper Tab. VIII layout)", "",
              f"| model | {head} | mean J (deg) | streaming force MAE (N) |",
              "|---|" + "---|" * (len(horizons) + 2)]
     for name in ("before", "after"):
         row = summary["rows"][name]
-        cells = [", ".join(f"{v:.2f}" for v in row["joints_deg"][h]) + f", {row['gripper_mm'][h]:.2f}, "
+        cells = [", ".join(f"{v:.2f}" for v in row["joints_deg"][h]) + f", {row['gripper'][h]:.2f}, "
                  f"{row['force_n'][h]:.3f}" for h in horizons]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {row['tracking_deg']:.2f} | "
                      f"{row['streaming_force_mae_n']:.4f} |")

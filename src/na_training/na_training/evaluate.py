@@ -189,8 +189,10 @@ class RolloutEvaluator:
 
 
 def rollout_tables(episodes: Sequence[EvalEpisode], rollouts: Sequence[dict[str, np.ndarray]],
-                   horizons: Sequence[int], n_arm: int, joint_names: Sequence[str]) -> dict[str, Any]:
-    """Per horizon and task/payload group: joint MAE (deg), gripper slide MAE (mm), force MAE (N)."""
+                   horizons: Sequence[int], n_arm: int, joint_names: Sequence[str], grip_scale: float = M_TO_MM
+                   ) -> dict[str, Any]:
+    """Per horizon and task/payload group: joint MAE (deg), gripper MAE (its coordinate times ``grip_scale``: slide
+    m -> mm by default), force MAE (N)."""
     tables: dict[str, Any] = {}
     for horizon in horizons:
         per_group: dict[str, dict[str, list]] = {}
@@ -204,7 +206,7 @@ def rollout_tables(episodes: Sequence[EvalEpisode], rollouts: Sequence[dict[str,
             error = np.abs(out["qpos"][:frames] - train.qpos[1:frames + 1])[valid]
             entry = per_group.setdefault(ep.group, {"joint": [], "grip": [], "pred": [], "label": [], "mask": []})
             entry["joint"].append(error[:, :n_arm] * RAD_TO_DEG)
-            entry["grip"].append(error[:, n_arm] * M_TO_MM)
+            entry["grip"].append(error[:, n_arm] * grip_scale)
             entry["pred"].append(out["force"][:frames])
             entry["label"].append(train.force[:frames])
             entry["mask"].append(train.force_valid[:frames] & train.valid[:frames, None])
@@ -214,12 +216,12 @@ def rollout_tables(episodes: Sequence[EvalEpisode], rollouts: Sequence[dict[str,
             joint, grip = np.concatenate(entry["joint"]), np.concatenate(entry["grip"])
             row = {name: float(np.mean(joint[:, j])) if joint.size else math.nan
                    for j, name in enumerate(joint_names[:n_arm])}
-            row["gripper_mm"] = float(np.mean(grip)) if grip.size else math.nan
+            row["gripper"] = float(np.mean(grip)) if grip.size else math.nan
             row["force"] = force_mae(np.concatenate(entry["pred"]), np.concatenate(entry["label"]),
                                      np.concatenate(entry["mask"]))
             row["episodes"] = len(entry["joint"])
             rows[group] = row
-        columns = [*joint_names[:n_arm], "gripper_mm", "force"]
+        columns = [*joint_names[:n_arm], "gripper", "force"]
         rows["avg"] = {c: _nanmean([r[c] for r in rows.values()]) for c in columns}
         rows["avg"]["episodes"] = sum(r["episodes"] for g, r in rows.items() if g != "avg")
         tables[str(horizon)] = {"rows": rows, "shorter_episodes": short}
@@ -309,12 +311,13 @@ def markdown_report(results: dict[str, Any]) -> str:
              f"Run `{results['run']}` (checkpoint step {results['checkpoint_step']}), NAD `{results['nad']}`.", "",
              "## Rollouts from the episode start (recorded-telemetry-conditioned MJX)", ""]
     for horizon, table in results["rollout"].items():
-        lines += [f"### {horizon} steps", "", "| task | episodes | " + " | ".join(head) + " | Grip (mm) | F (N) |",
+        grip = f"Grip ({results.get('gripper_unit', 'mm')})"
+        lines += [f"### {horizon} steps", "", "| task | episodes | " + " | ".join(head) + f" | {grip} | F (N) |",
                   "|---" * (len(head) + 4) + "|"]
         for group, row in table["rows"].items():
             label = "**Avg**" if group == "avg" else group
             lines.append(f"| {label} | {row['episodes']} | " + " | ".join(_fmt(row[j]) for j in n_arm_names)
-                         + f" | {_fmt(row['gripper_mm'])} | {_fmt(row['force'])} |")
+                         + f" | {_fmt(row['gripper'])} | {_fmt(row['force'])} |")
         if table["shorter_episodes"]:
             lines.append(f"\n{len(table['shorter_episodes'])} episode(s) shorter than {horizon} steps "
                          "contribute all the frames they have.")
@@ -327,7 +330,8 @@ def markdown_report(results: dict[str, Any]) -> str:
     quiet_tasks = ", ".join(stream["no_contact_tasks"]) or "none"
     lines += ["", f"False-contact rate on {stream['no_contact_episodes']} no-contact episode(s) "
               f"({quiet_tasks}): {_fmt(stream['false_contact_rate'], percent=True)}",
-              "", "## Joint-3 condition (positive = restricted, score = 1 - c3, frames)", ""]
+              "", f"## {results.get('condition_joint', 'joint3')} condition (positive = restricted, score = 1 - c, "
+              "frames)", ""]
     condition = stream["condition"]
     if condition is None:
         lines.append("n/a: the split has no condition episodes.")
@@ -420,6 +424,7 @@ def evaluate(run: str | Path, nad: str | Path, split: str = "test", out: str | P
     description = load_run(run_dir)
     check_compatibility(description, info, feature_names(spec))
     config = for_robot(config_from_dict(description["config"], f"{run_dir}/run.json"), spec)
+    grip_scale, grip_unit = (RAD_TO_DEG, "deg") if spec.gripper.unit == "rad" else (M_TO_MM, "mm")
     _log(f"[eval] loading the {split} split of {nad}")
     skipped: list[str] = []
     episodes = load_split(nad, split, config.loss.condition_joint, skipped)
@@ -443,7 +448,9 @@ def evaluate(run: str | Path, nad: str | Path, split: str = "test", out: str | P
         "dataset_id": info.get("dataset_id"), "split": split, "episodes": len(episodes),
         "frames": int(sum(len(e.training) for e in episodes)), "horizons": list(horizons),
         "arm_joint_names": list(spec.arm_joint_names), "skipped": skipped,
-        "rollout": rollout_tables(episodes, rollouts, horizons, spec.n_arm, spec.joint_names),
+        "rollout": rollout_tables(episodes, rollouts, horizons, spec.n_arm, spec.joint_names, grip_scale),
+        "gripper_unit": grip_unit,
+        "condition_joint": config.loss.condition_joint,
         "streaming": streaming_tables(episodes, streaming, spec.joint_names.index(config.loss.condition_joint),
                                       condition_tasks),
     }

@@ -76,7 +76,7 @@ def test_eval_writes_the_paper_tables_and_plots(evaluated):
         rows = results["rollout"][horizon]["rows"]
         assert set(rows) == groups
         for row in rows.values():
-            values = [row[k] for k in ("joint1", "joint2", "joint3", "joint4", "gripper_mm", "force")]
+            values = [row[k] for k in ("joint1", "joint2", "joint3", "joint4", "gripper", "force")]
             assert all(v is not None and v >= 0 for v in values), row
     # every episode has 119 steps with a next state: shorter than 200, not than 20
     assert results["rollout"]["200"]["shorter_episodes"] and not results["rollout"]["20"]["shorter_episodes"]
@@ -149,7 +149,7 @@ def test_rollout_errors_match_the_training_rollout(evaluated, nad_and_run):
     for k, ep in enumerate(episodes):
         row = results["rollout"]["200"]["rows"][ep.group]
         assert row["joint2"] == pytest.approx(np.degrees(error[k, :, 1].mean()), rel=1e-6)
-        assert row["gripper_mm"] == pytest.approx(1000 * error[k, :, 4].mean(), rel=1e-6)
+        assert row["gripper"] == pytest.approx(1000 * error[k, :, 4].mean(), rel=1e-6)
 
 
 def test_eval_refuses_bad_input_with_a_message(nad_and_run, tmp_path, capsys):

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from na_description.servo_tables import datasheet_torque_per_effort
 from na_description.spec import RobotSpec, load_spec, robot_option_help
 from na_training.baselines.condition import (
     WINDOW_SIZE,
@@ -35,7 +36,7 @@ from na_training.baselines.contact import ContactDetector
 from na_training.baselines.dynamics import InverseDynamicsCache, RigidBodyModel
 from na_training.baselines.episodes import RESTRICTED, EpisodeArrays, episode_arrays_from_nad, fill_gaps
 from na_training.baselines.id_friction import IDFriction
-from na_training.baselines.id_linear import IDLinear
+from na_training.baselines.id_linear import MIN_SLOPE_FRACTION, IDLinear
 from na_training.baselines.metrics import (
     classification_metrics,
     false_contact_rate,
@@ -60,9 +61,13 @@ def _log(message: str) -> None:
 
 def _force_methods(spec: RobotSpec, mlp: MLPConfig | None = None) -> list:
     cache = InverseDynamicsCache(RigidBodyModel(spec))
-    linear = IDLinear(cache)
-    methods = [linear, IDFriction(cache), MomentumObserver(linear)]
-    return methods + ([MLPForce(mlp)] if mlp is not None else [])
+    # The lowest slope of the effort-to-torque maps: a small share of the servo's datasheet torque per effort
+    # unit (id_linear.DEFAULT_MIN_SLOPE for the XM430's current).
+    per_unit, unit = datasheet_torque_per_effort(spec)
+    min_slope = MIN_SLOPE_FRACTION * per_unit
+    linear = IDLinear(cache, min_slope=min_slope, effort_unit=unit)
+    methods = [linear, IDFriction(cache, min_slope=min_slope, effort_unit=unit), MomentumObserver(linear)]
+    return methods + ([MLPForce(mlp, spec)] if mlp is not None else [])
 
 
 def _estimate_all(method, episodes: Sequence[EpisodeArrays], label: str) -> list[np.ndarray]:
@@ -90,6 +95,7 @@ def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArray
         "episodes": {"train": len(train), "test": len(test), "force_test": len(force_test),
                      "no_contact_test": len(quiet_test)},
         "force_mae": {}, "false_contact_rate": {}, "contact": {}, "condition": {}, "fits": {}, "notes": [],
+        "condition_joint": condition_joint,
     }
     if spec.effort_signal != "current":
         results["notes"].append(f"{spec.name}: the current-based observers (ID-Linear, ID-Friction, momentum "
@@ -199,7 +205,7 @@ def markdown_report(results: dict) -> str:
             lines += ["", f"{MLPForce.name} force MAE / {LEARNED} force MAE = {ratio:.2f}"]
         lines.append("")
     if results["condition"]:
-        lines += ["## Condition (Joint 3, positive = restricted)", "",
+        lines += [f"## Condition ({results.get('condition_joint', 'joint3')}, positive = restricted)", "",
                   "| method | accuracy | precision | recall | AUC | granularity |", "|---|---|---|---|---|---|"]
         lines += [f"| {name} | {_fmt(m['accuracy'], True)} | {_fmt(m['precision'], True)} | "
                   f"{_fmt(m['recall'], True)} | {_fmt(m['auc'])} | {m['granularity']} |"

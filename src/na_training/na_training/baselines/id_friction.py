@@ -109,8 +109,8 @@ class IDFriction(IDLinear):
     name = "ID-Friction"
 
     def __init__(self, cache: InverseDynamicsCache | None = None, min_slope: float = DEFAULT_MIN_SLOPE,
-                 backlash_velocity: float = DEFAULT_BACKLASH_VELOCITY) -> None:
-        super().__init__(cache, min_slope)
+                 backlash_velocity: float = DEFAULT_BACKLASH_VELOCITY, effort_unit: str = "A") -> None:
+        super().__init__(cache, min_slope, effort_unit)
         self.backlash_velocity = backlash_velocity
         self.friction_map: FrictionCurrentMap | None = None
 
@@ -143,7 +143,8 @@ class IDFriction(IDLinear):
             "stribeck": fm.stribeck.tolist(), "viscous": fm.viscous.tolist(),
             "stribeck_velocity": fm.stribeck_velocity.tolist(), "backlash": fm.backlash.tolist(),
             "rms_residual": rms.tolist(), "clamped_joints": clamped,
-            "notes": [f"{name}: slope at its lower bound {self.min_slope:.4f} N·m/A (clamped, paper Sec. IV-D)"
+            "notes": [f"{name}: slope at its lower bound {self.min_slope:.4f} N·m/{self.effort_unit} (clamped, paper "
+                      "Sec. IV-D)"
                       for name in clamped],
         }
 

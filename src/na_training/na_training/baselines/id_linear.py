@@ -6,14 +6,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from na_description import xm430
 from na_training.baselines.dynamics import InverseDynamicsCache, force_from_joint_residual
 from na_training.baselines.episodes import EpisodeArrays
 
 # XM430-W350 stall torque / stall current at 12 V = 4.1 N·m / 2.3 A ≈ 1.78 N·m/A (docs/REFERENCES.md, XM430-W350).
-DATASHEET_TORQUE_CONSTANT = 4.1 / 2.3
+DATASHEET_TORQUE_CONSTANT = xm430.STALL_TORQUE_12V / xm430.STALL_CURRENT_12V
 # The paper clamps non-positive fitted slopes to "a small positive value" without giving it;
 # we use 1 % of the datasheet constant, which leaves that joint's current almost unused.
-DEFAULT_MIN_SLOPE = 0.01 * DATASHEET_TORQUE_CONSTANT
+MIN_SLOPE_FRACTION = 0.01
+DEFAULT_MIN_SLOPE = MIN_SLOPE_FRACTION * DATASHEET_TORQUE_CONSTANT
 
 
 def free_motion_training_frames(episodes: list[EpisodeArrays]) -> list[tuple[EpisodeArrays, np.ndarray]]:
@@ -58,11 +60,13 @@ def fit_linear_current_map(current: np.ndarray, torque: np.ndarray, min_slope: f
     return LinearCurrentMap(slope, offset, raw, raw < min_slope)
 
 
-def describe_slopes(names: list[str], current_map: LinearCurrentMap, min_slope: float) -> list[str]:
+def describe_slopes(names: list[str], current_map: LinearCurrentMap, min_slope: float, effort_unit: str = "A"
+                    ) -> list[str]:
     """Human-readable fitted slopes, flagging clamped (non-positive) ones as a finding."""
     lines = []
     for j, name in enumerate(names):
-        line = f"{name}: Kt = {current_map.raw_slope[j]:+.4f} N·m/A, b = {current_map.offset[j]:+.4f} N·m"
+        line = (f"{name}: Kt = {current_map.raw_slope[j]:+.4f} N·m/{effort_unit}, "
+                f"b = {current_map.offset[j]:+.4f} N·m")
         if current_map.clamped[j]:
             line += f"  (slope below {min_slope:.4f}: clamped, as in the paper Sec. IV-D)"
         lines.append(line)
@@ -74,9 +78,11 @@ class IDLinear:
 
     name = "ID-Linear"
 
-    def __init__(self, cache: InverseDynamicsCache | None = None, min_slope: float = DEFAULT_MIN_SLOPE) -> None:
+    def __init__(self, cache: InverseDynamicsCache | None = None, min_slope: float = DEFAULT_MIN_SLOPE,
+                 effort_unit: str = "A") -> None:
         self.cache = cache or InverseDynamicsCache()
         self.min_slope = min_slope
+        self.effort_unit = effort_unit           # unit of the effort signal the map reads (A, or load)
         self.current_map: LinearCurrentMap | None = None
 
     @property
@@ -103,7 +109,7 @@ class IDLinear:
             "slope": self.current_map.slope.tolist(),
             "offset": self.current_map.offset.tolist(),
             "clamped_joints": [n for n, c in zip(self.joint_names, self.current_map.clamped, strict=True) if c],
-            "notes": describe_slopes(self.joint_names, self.current_map, self.min_slope),
+            "notes": describe_slopes(self.joint_names, self.current_map, self.min_slope, self.effort_unit),
         }
 
     def actuator_torque(self, episode: EpisodeArrays) -> np.ndarray:

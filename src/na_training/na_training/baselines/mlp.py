@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from na_description import RobotSpec
 from na_estimator.features import NORMALISED_CLIP, FeatureStats, history_windows
 from na_training.baselines.episodes import EpisodeArrays
 
@@ -67,8 +68,9 @@ class MLPForce:
 
     name = "MLP (recorded windows)"
 
-    def __init__(self, config: MLPConfig | None = None) -> None:
+    def __init__(self, config: MLPConfig | None = None, spec: RobotSpec | None = None) -> None:
         self.config = config or MLPConfig()
+        self.spec = spec                         # the arm of the features (std floors per unit); None: the default
         self.layers: list[dict[str, jax.Array]] | None = None
         self.stats: FeatureStats | None = None
         self._predict = jax.jit(lambda layers, x: mlp_apply(layers, self._normalise(x)))
@@ -85,7 +87,7 @@ class MLPForce:
         """Train on the force-labelled windows of training episodes (``na_training.batches.TrainingEpisode``)."""
         from na_training.windows import RecordedWindows
 
-        self.stats = FeatureStats.fit([ep.features[ep.valid] for ep in training])
+        self.stats = FeatureStats.fit([ep.features[ep.valid] for ep in training], self.spec)
         data = RecordedWindows(training, self.stats.mean, self.config.history_length, label_shift=0)
         labelled = np.flatnonzero(np.all(data.arrays["force_valid"], axis=1))
         if labelled.size == 0:

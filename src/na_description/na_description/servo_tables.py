@@ -1,0 +1,28 @@
+"""The control-table module of a robot spec's servo model (``xm430`` or ``sts3215``) and its datasheet figures."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from na_description import sts3215, xm430
+from na_description.spec import RobotSpec
+
+SERVO_TABLES: dict[str, ModuleType] = {"XM430-W350": xm430, "STS3215": sts3215}
+
+
+def servo_table(spec: RobotSpec) -> ModuleType:
+    """The module with the servo's register table, units and datasheet figures; ValueError for an unknown model."""
+    try:
+        return SERVO_TABLES[spec.servo_model]
+    except KeyError:
+        raise ValueError(f"robot spec '{spec.name}': no servo table for {spec.servo_model!r} "
+                         f"(known: {', '.join(SERVO_TABLES)})") from None
+
+
+def datasheet_torque_per_effort(spec: RobotSpec) -> tuple[float, str]:
+    """Datasheet torque per unit of the spec's effort signal at 12 V, and that unit: stall torque / stall current
+    (N·m/A) for Present Current, stall torque per full-scale Present Load (N·m per unit load) for load."""
+    table = servo_table(spec)
+    if spec.effort_signal == "load":
+        return table.STALL_TORQUE_12V, "load"
+    return table.STALL_TORQUE_12V / table.STALL_CURRENT_12V, "A"
