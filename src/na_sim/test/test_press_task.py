@@ -1,0 +1,102 @@
+"""press_hold: seeded episodes, the success criterion on hand-made force traces, the expert's phases, and the
+expert on the rig's physics (offline, no ROS) reaching the force band for fixtures of different heights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from na_sim.press_task import PressExpert, make_press_episode, score_press
+
+BAND = (5.5, 10.5)          # N, the task's band as documented (docs and README of na_policy)
+
+
+def test_seeds_vary_the_face_height_and_repeat_exactly() -> None:
+    heights = [make_press_episode(seed).face_height for seed in range(12)]
+    assert len(set(np.round(heights, 6))) == 12
+    assert min(heights) >= 0.05 - 1e-9 and max(heights) <= 0.085 + 1e-9
+    assert max(heights) - min(heights) > 0.015                  # spread: positions cannot be memorised
+    again = make_press_episode(3)
+    assert again.face_height == heights[3]
+    np.testing.assert_array_equal(again.start_pose, make_press_episode(4).start_pose)   # one start for all
+
+
+def test_fixture_top_face_is_at_the_face_height() -> None:
+    episode = make_press_episode(5, fixture_half_size=0.02)
+    assert episode.fixture.position[2] + 0.02 == pytest.approx(episode.face_height)
+    assert episode.hover[2] - 0.008 > 0.085                        # the hover clears the highest face
+
+
+def _trace(segments: list[tuple[float, float]], dt: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
+    """Piecewise-constant force: [(seconds, newtons), ...]."""
+    forces = np.concatenate([np.full(round(seconds / dt), newtons) for seconds, newtons in segments])
+    return np.arange(forces.size) * dt, forces
+
+
+def test_score_success_after_a_continuous_hold() -> None:
+    times, forces = _trace([(1.0, 0.0), (0.5, 3.0), (2.0, 8.0)])
+    score = score_press(times, forces, band=BAND, hold=1.5, slam=20.0)
+    assert score.success
+    assert score.time_to_success == pytest.approx(3.0, abs=0.02)    # band entered at 1.5 s, held 1.5 s
+    assert score.peak_force == pytest.approx(8.0)
+    assert not score.slammed
+
+
+def test_score_a_gap_restarts_the_hold_and_too_soft_fails() -> None:
+    times, forces = _trace([(1.0, 8.0), (0.1, 4.0), (1.0, 8.0), (2.0, 4.0)])
+    score = score_press(times, forces, band=BAND, hold=1.5, slam=20.0)
+    assert not score.success and np.isnan(score.time_to_success)
+    assert score.longest_hold == pytest.approx(0.99, abs=0.02)
+
+
+def test_score_a_slam_fails_even_if_the_band_follows() -> None:
+    times, forces = _trace([(0.5, 0.0), (0.02, 25.0), (3.0, 8.0)])
+    score = score_press(times, forces, band=BAND, hold=1.5, slam=20.0)
+    assert not score.success and score.slammed
+
+
+def test_score_rejects_mismatched_arrays() -> None:
+    with pytest.raises(ValueError, match="one length"):
+        score_press(np.zeros(3), np.zeros(4))
+
+
+def test_expert_phases() -> None:
+    expert = PressExpert(make_press_episode(1))
+    start = expert.height
+    for _ in range(100):
+        expert.step(0.01, 0.0)
+    assert expert.phase == "wait" and expert.height == start      # nothing before engage
+    expert.engage()
+    for _ in range(int(5.0 / 0.01) + 100):                         # settle, then 1 s of descent
+        expert.step(0.01, 0.0)
+    assert expert.phase == "descend" and start - expert.height == pytest.approx(0.025, abs=0.004)
+    expert.step(0.01, 2.0)
+    assert expert.phase == "press"
+    before = expert.height
+    expert.step(0.1, 2.0)                                           # too soft: press deeper
+    assert expert.height < before
+    before = expert.height
+    expert.step(0.1, 14.0)                                          # too hard: back off
+    assert expert.height > before
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_expert_reaches_the_band_on_the_rig(seed: int) -> None:
+    """The expert drives the follower's goals directly (no buses): the task is feasible and the criterion met."""
+    from na_sim.rig import Rig
+
+    rig = Rig(seed=0)
+    episode = make_press_episode(seed, spec=rig.spec, fixture_half_size=float(rig.config.fixture_half_size[2]))
+    rig.reset(0, pose=episode.start_pose)
+    rig.configure_follower()
+    rig.set_fixture(episode.fixture)
+    expert = PressExpert(episode, rig.spec)
+    expert.engage()
+    period, times, forces = 0.01, [], []
+    for k in range(int(16.0 / period)):
+        rig.set_follower_goal(expert.step(period, float(rig.truth.contact_force_base[2])))
+        truth = rig.advance(period)
+        times.append(k * period)
+        forces.append(float(truth.contact_force_base[2]))
+    score = score_press(np.array(times), np.array(forces), band=BAND, hold=1.5, slam=20.0)
+    assert score.success, f"seed {seed}: longest hold {score.longest_hold:.2f} s, peak {score.peak_force:.1f} N"
