@@ -48,6 +48,25 @@ def cmd_demos(args: argparse.Namespace) -> int:
     return 0
 
 
+def successful(episodes: list) -> list:
+    """Only demonstrations in which the expert met the task (ground truth recorded on the simulated rig); one line
+    for each one left out."""
+    import numpy as np
+
+    from na_sim.press_task import score_press
+
+    kept = []
+    for ep in episodes:
+        known = np.isfinite(ep.truth_force_z)
+        if known.any() and not score_press(ep.time[known], ep.truth_force_z[known]).success:
+            print(f"[train] leaving out {ep.name}: the expert did not hold the force band", flush=True)
+            continue
+        kept.append(ep)
+    if not kept:
+        raise ValueError("no demonstration met the task")
+    return kept
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from na_description import load_spec
     from na_policy.dataset import load_demos
@@ -55,7 +74,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     out = Path(args.out).resolve()
     variants = list(FEATURE_SETS) if args.variant == "both" else [args.variant]
-    episodes = load_demos(args.demos, log=lambda line: print(f"[train] {line}", flush=True))
+    episodes = successful(load_demos(args.demos, log=lambda line: print(f"[train] {line}", flush=True)))
     names = list(load_spec().joint_names)
     for variant in variants:
         config = TrainConfig(variant=variant, chunk=args.chunk, steps=args.steps, seed=args.seed)

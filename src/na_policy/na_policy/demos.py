@@ -6,7 +6,8 @@ Per seed: the simulated rig with the scripted expert on the leader arm (``na-sim
 plus ``/estimator/force`` and ``/estimator/contact``, so each bag carries the estimator's outputs as the
 policy will see them live. An episode runs from before the expert moves until ``AFTER_TOUCH_S`` after the
 tool first touches the fixture. An episode whose recording began after the expert moved (a slow start of the
-graph) is deleted and recorded again, up to ``ATTEMPTS`` times.
+graph), in which the follower did not follow (a driver trip on a stalled host) or that did not finish, is
+deleted and recorded again, up to ``ATTEMPTS`` times.
 """
 
 from __future__ import annotations
@@ -50,11 +51,13 @@ def record_demos(model: Path, out: Path, seeds: list[int], log: Callable[[str], 
     try:
         for k, seed in enumerate(seeds):
             for attempt in range(1, ATTEMPTS + 1):
-                bag, peak = _record_one(probe, start, stop, model, out, bags, config, seed)
+                bag = None
                 try:
+                    bag, peak = _record_one(probe, start, stop, model, out, bags, config, seed)
                     load_demo(bag)
-                except DemoError as exc:
-                    shutil.rmtree(bag, ignore_errors=True)
+                except (DemoError, LiveError) as exc:
+                    if bag is not None:
+                        shutil.rmtree(bag, ignore_errors=True)
                     if attempt == ATTEMPTS:
                         raise LiveError(f"seed {seed}: no usable demonstration in {ATTEMPTS} attempts: {exc}") from exc
                     log(f"seed {seed}: recording again ({exc})")
