@@ -53,12 +53,13 @@ def successful(episodes: list) -> list:
     for each one left out."""
     import numpy as np
 
-    from na_sim.press_task import score_press
+    from na_sim.press_task import contact_from_truth, score_press
 
     kept = []
     for ep in episodes:
         known = np.isfinite(ep.truth_force_z)
-        if known.any() and not score_press(ep.time[known], ep.truth_force_z[known]).success:
+        contact = contact_from_truth(ep.truth_force_z[known], ep.payload_grams / 1000.0)
+        if known.any() and not score_press(ep.time[known], contact).success:
             print(f"[train] leaving out {ep.name}: the expert did not hold the force band", flush=True)
             continue
         kept.append(ep)

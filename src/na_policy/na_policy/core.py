@@ -6,7 +6,9 @@ them a second are answered with a command (a state arriving at or after the next
 kept as they arrive.
 
 Start: from the first state, the arm is moved to the policy's start pose (where its demonstrations began)
-along a minimum-jerk blend of ``start_duration`` s; the policy acts after that.
+along a minimum-jerk blend of ``start_duration`` s and held there ``start_settle`` s; the policy acts after
+that. A force policy tares the estimator's force on its first action (the arm at rest at the start pose) and
+sees the force minus that.
 
 Safety, in this order:
 * names: a state whose joint names differ from the policy's is refused (hold);
@@ -45,6 +47,7 @@ class SafetyConfig:
     state_timeout: float = 0.1       # s, a state older than this on arrival is not acted on
     estimator_timeout: float = 0.2   # s without estimator output after it was heard: stop and hold
     start_duration: float = 2.0      # s, blend from the first measured pose to the policy's start pose
+    start_settle: float = 0.5        # s held at the start pose after the blend (the estimator settles; tare)
 
 
 @dataclass
@@ -61,6 +64,7 @@ class PolicyCore:
         self.needs_estimator = uses_estimator(policy.variant)
         self.period = 1.0 / policy.rate_hz
         self.force: np.ndarray | None = None
+        self.tare: np.ndarray | None = None      # estimator force when the policy first acted (features.py)
         self.contact: float | None = None
         self.force_received = -math.inf       # s, local monotonic clock
         self.contact_received = -math.inf
@@ -128,7 +132,10 @@ class PolicyCore:
                                        "the arm, call ~/enable to resume")
                 return self._hold(position, ERROR, self.stopped_reason)
             self.heard_estimator = True
-        obs = observation(self.policy.variant, position, self.force, self.contact)
+            if self.tare is None:
+                self.tare = self.force.copy()
+        force = None if self.force is None or self.tare is None else self.force - self.tare
+        obs = observation(self.policy.variant, position, force, self.contact)
         started = time.perf_counter()
         chunk = self.policy.act_chunk(obs)
         inference = time.perf_counter() - started
@@ -160,10 +167,11 @@ class PolicyCore:
         if self.blend is None:
             self.blend = (stamp, position.copy())
         began, origin = self.blend
-        phase = min(1.0, (stamp - began) / self.safety.start_duration) if self.safety.start_duration > 0 else 1.0
+        elapsed = stamp - began
+        phase = min(1.0, elapsed / self.safety.start_duration) if self.safety.start_duration > 0 else 1.0
         shape = phase**3 * (10.0 - 15.0 * phase + 6.0 * phase**2)       # minimum jerk
         command = np.clip(origin + shape * (self.policy.start_pose - origin), self.safety.lower, self.safety.upper)
-        self.started = phase >= 1.0
+        self.started = elapsed >= self.safety.start_duration + self.safety.start_settle
         self.level, self.message = OK, "moving to the policy's start pose"
         return self._emit(command, False, 0.0, False)
 

@@ -37,10 +37,11 @@ class DemoEpisode:
     name: str
     time: np.ndarray             # (T,) s since the first tick
     position: np.ndarray         # (T, 5) measured follower position
-    force: np.ndarray            # (T, 3) estimator force (from an earlier state)
+    force: np.ndarray            # (T, 3) estimator force (from an earlier state), tared at the first tick
     contact: np.ndarray          # (T,) estimator contact probability
     command: np.ndarray          # (T, 5) teleop command in effect at the tick
     truth_force_z: np.ndarray    # (T,) upward ground-truth force on the tool (simulated rig), nan when absent
+    payload_grams: float = 0.0   # the held object (episode metadata)
 
 
 def _latest(stamps: np.ndarray, query: np.ndarray, strict: bool = False) -> np.ndarray:
@@ -54,6 +55,7 @@ def load_demo(path: str | Path, rate_hz: float = RATE_HZ) -> DemoEpisode:
                                                       "contact_t", "contact", "truth_t", "truth", "leader_t",
                                                       "leader_q")}
     with EpisodeReader(path) as reader:
+        payload_grams = float(reader.metadata.get("payload_grams", 0.0))
         present = set(reader.topics)
         needed = [topics.FOLLOWER_ARM_STATE, topics.FOLLOWER_COMMAND, topics.LEADER_ARM_STATE, *ESTIMATOR_TOPICS]
         if missing := [t for t in needed if t not in present]:
@@ -116,9 +118,10 @@ def load_demo(path: str | Path, rate_hz: float = RATE_HZ) -> DemoEpisode:
         order = np.argsort(arrays["truth_t"])
         index = _latest(arrays["truth_t"][order], ticks)
         truth = np.where(index >= 0, arrays["truth"][order][np.maximum(index, 0)], np.nan)
+    tared = arrays["force"][force][sl] - arrays["force"][force][first]
     return DemoEpisode(name=path.name, time=ticks[sl] - ticks[first], position=arrays["state_q"][state][sl],
-                       force=arrays["force"][force][sl], contact=arrays["contact"][contact][sl], command=cmd[sl],
-                       truth_force_z=truth[sl])
+                       force=tared, contact=arrays["contact"][contact][sl], command=cmd[sl],
+                       truth_force_z=truth[sl], payload_grams=payload_grams)
 
 
 def samples(episodes: list[DemoEpisode], variant: str, chunk: int) -> tuple[np.ndarray, np.ndarray]:

@@ -17,13 +17,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from na_bringup.sim_graph import launched, ros_env, sim_rig
 from na_common import topics
 from na_policy.dataset import DemoError, load_demo
 from na_policy.live import LiveError, LiveProbe
-from na_sim.press_task import PRESS_TASK, TOUCH_FORCE
+from na_sim.press_task import PRESS_TASK, TOUCH_FORCE, contact_from_truth, make_press_episode
 
 AFTER_TOUCH_S = 5.0           # s recorded after the first touch (press, settle into the band, hold)
 TOUCH_TIMEOUT_S = 40.0        # s from the episode start to the first touch
@@ -64,7 +65,7 @@ def record_demos(model: Path, out: Path, seeds: list[int], log: Callable[[str], 
                     continue
                 break
             log(f"[demos {k + 1}/{len(seeds)} {time.monotonic() - began:5.0f}s] seed {seed}: {bag.name} "
-                f"(peak force {peak:.1f} N)")
+                f"(peak contact force {peak:.1f} N)")
     finally:
         probe.close()
     return bags
@@ -85,15 +86,17 @@ def _record_one(probe: LiveProbe, start, stop, model: Path, out: Path, bags: Pat
         probe.reset()
         probe.spin_until(lambda: probe.data.estimator_force > 30 and start.service_is_ready(), 90.0,
                          "the estimator's force and the recorder", graphs, str(log_dir))
-        info = EpisodeInfo(task=PRESS_TASK, payload_grams=0.0, force_source="ft_sensor", condition="nominal",
+        grams = round(make_press_episode(seed).payload_kg * 1000.0, 1)
+        info = EpisodeInfo(task=PRESS_TASK, payload_grams=grams, force_source="ft_sensor", condition="nominal",
                            operator_name="na-policy expert", notes=f"press_hold seed {seed}")
         result = probe.call(start, StartEpisode.Request(info=info), graphs)
         if not result.success:
             raise LiveError(f"the recorder refused to start: {result.message}")
-        probe.spin_until(lambda: any(f > TOUCH_FORCE for f in probe.data.truth_force_z), TOUCH_TIMEOUT_S,
+        weight = contact_from_truth(0.0, grams / 1000.0)
+        probe.spin_until(lambda: any(f + weight > TOUCH_FORCE for f in probe.data.truth_force_z), TOUCH_TIMEOUT_S,
                          "the expert to touch the fixture", graphs, str(log_dir))
         probe.spin_for(AFTER_TOUCH_S, graphs)
         result = probe.call(stop, StopEpisode.Request(), graphs)
         if not result.success:
             raise LiveError(f"the recorder could not stop the episode: {result.message}")
-    return Path(result.path), max(probe.data.truth_force_z)
+    return Path(result.path), float(np.max(contact_from_truth(probe.data.truth_force_z, grams / 1000.0)))

@@ -4,7 +4,7 @@ One trial: ``na-sim rig --task press_hold --task-seed S --fixture-only`` (the se
 leader), the estimator (``estimator.launch.xml``) and ``policy.launch.xml`` (follower driver + policy node),
 each its own process over DDS. The trial clock starts at the policy's first command (its move to the start
 pose included) and runs until success, a slam or ``TRIAL_TIMEOUT``; :func:`na_sim.press_task.score_press`
-scores the upward contact force of ``/sim/truth/wrench``.
+scores the upward contact force: ``/sim/truth/wrench`` with the seed's object weight added back.
 
 With ``loss_at``, a force policy's estimator is stopped that many seconds into the trial; the trial then
 watches ``LOSS_WATCH_S`` more seconds and records what the policy said (``/diagnostics``), whether its
@@ -24,7 +24,7 @@ from na_bringup.launch_xml import stop_processes
 from na_bringup.sim_graph import launched, ros_env, sim_rig
 from na_policy.features import uses_estimator
 from na_policy.live import LiveProbe
-from na_sim.press_task import FORCE_BAND, PRESS_TASK, TRIAL_TIMEOUT, score_press
+from na_sim.press_task import FORCE_BAND, PRESS_TASK, TRIAL_TIMEOUT, contact_from_truth, make_press_episode, score_press
 
 LOSS_WATCH_S = 3.0            # s watched after the estimator is stopped
 HOLD_SETTLE_S = 0.5           # s after the stop before the commands must be fixed (timeout + in-flight messages)
@@ -65,6 +65,7 @@ def run_trial(probe: LiveProbe, model: Path, variant: str, policy: Path, seed: i
               loss_at: float | None = None) -> TrialResult:
     log_dir = out / "logs" / f"{variant}_seed{seed}"
     sim_dir = out / "sim"
+    payload = make_press_episode(seed).payload_kg
     with sim_rig(sim_dir, log_dir, task=PRESS_TASK, options=f"--task-seed {seed} --fixture-only") as (rig, _, _), \
             launched("estimator.launch.xml", {"model": str(model)}, log_dir, env=ros_env()) as estimator, \
             launched("policy.launch.xml", {"policy": str(policy), "start_estimator": "false", "sim": "true",
@@ -82,7 +83,8 @@ def run_trial(probe: LiveProbe, model: Path, variant: str, policy: Path, seed: i
             if loss and stopped_at is None and now >= loss_at:
                 stop_processes(estimator.processes)
                 graphs, stopped_at = (rig, graph), time.monotonic()
-            times, forces = probe.truth_since(start)
+            times, truth = probe.truth_since(start)
+            forces = contact_from_truth(truth, payload)
             score = score_press(times, forces)
             if stopped_at is not None:
                 if time.monotonic() - stopped_at >= LOSS_WATCH_S:

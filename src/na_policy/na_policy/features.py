@@ -2,8 +2,9 @@
 
 * ``proprio``: the follower's measured joint positions (5, rad, gripper as servo angle), what a
   position-only policy knows;
-* ``force``: the same plus the estimator's gated tool force (3, N, base frame, ``/estimator/force``) and
-  contact probability (1, ``/estimator/contact``).
+* ``force``: the same plus the estimator's gated tool force (3, N, base frame, ``/estimator/force``), tared:
+  minus its value when the policy starts (at rest at the start pose, before any contact; as one tares an F/T
+  sensor, it removes the held object's weight), and the contact probability (1, ``/estimator/contact``).
 
 Both the training data (:mod:`na_policy.dataset`) and the policy node (:mod:`na_policy.core`) build the
 observation through :func:`observation`, so demonstrations and the live loop cannot drift apart.

@@ -32,6 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "state_timeout": 0.1,
     "estimator_timeout": 0.2,
     "start_duration": 2.0,
+    "start_settle": 0.5,
     "watchdog_period": 0.05,
     "diagnostics_period": 1.0,
     "executor": "events",
@@ -44,6 +45,7 @@ DESCRIPTIONS = {
     "state_timeout": "s, a follower state older than this on arrival is not acted on (hold)",
     "estimator_timeout": "s without /estimator/force or /estimator/contact after they were heard: stop and hold",
     "start_duration": "s, move from the first measured pose to the policy's start pose before acting",
+    "start_settle": "s held at the start pose after the move (a force policy tares the estimator's force then)",
     "watchdog_period": "s between checks for a silent follower",
     "diagnostics_period": "s between /diagnostics messages",
     "executor": "events (rclpy's EventsExecutor) or single_threaded",
@@ -67,7 +69,8 @@ class PolicyNode(Node):
                                                     max_step=p["max_step"], max_lead=p["max_lead"],
                                                     state_timeout=p["state_timeout"],
                                                     estimator_timeout=p["estimator_timeout"],
-                                                    start_duration=p["start_duration"]))
+                                                    start_duration=p["start_duration"],
+                                                    start_settle=p["start_settle"]))
         self.latency = LatencyStats()          # state callback entered -> command published
         self.inference = LatencyStats()
         self._command = JointCommand(name=list(self.spec.joint_names))

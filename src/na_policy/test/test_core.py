@@ -14,7 +14,7 @@ POSE = np.array([0.0, 0.15, -0.46, 1.66, -0.26])     # the hand-made policies' s
 
 
 def make_core(policy, **safety) -> PolicyCore:
-    config = SafetyConfig(lower=LOWER, upper=UPPER, **({"start_duration": 0.0} | safety))
+    config = SafetyConfig(lower=LOWER, upper=UPPER, **({"start_duration": 0.0, "start_settle": 0.0} | safety))
     return PolicyCore(policy, config)
 
 
@@ -97,6 +97,20 @@ def test_waits_for_the_estimator_then_stops_when_it_is_lost(make_policy) -> None
     assert not any(d.acted for _, d in feed(core, 0.2, t0=1.2))    # latched although the estimator is back
     core.reset()
     assert any(d.acted for _, d in feed(core, 0.3, t0=1.5))
+
+
+def test_force_is_tared_when_the_policy_starts(make_policy) -> None:
+    policy = make_policy(delta=0.0)
+    seen = []
+    original = policy.act_chunk
+    policy.act_chunk = lambda obs: seen.append(obs.copy()) or original(obs)
+    core = make_core(policy)
+    for t, fz in ((0.0, -2.0), (0.02, -2.0), (0.04, 6.0)):  # start pose, first action (the object's weight), 8 N
+        core.on_force((0.0, 0.0, fz), now=t)
+        core.on_contact(0.9, now=t)
+        core.on_state(t, NAMES, POSE, now=t, clock=t)
+    np.testing.assert_allclose(seen[0][5:8], [0.0, 0.0, 0.0])
+    np.testing.assert_allclose(seen[1][5:8], [0.0, 0.0, 8.0])
 
 
 def test_proprio_policy_needs_no_estimator(make_policy) -> None:

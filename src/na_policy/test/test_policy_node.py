@@ -27,7 +27,8 @@ class Harness:
         from na_msgs.msg import ArmState, Contact, JointCommand
         from na_policy.policy_node import PolicyNode
 
-        settings = {"policy_path": str(policy_path), "start_duration": 0.0, "estimator_timeout": 0.2, **params}
+        settings = {"policy_path": str(policy_path), "start_duration": 0.0, "start_settle": 0.0,
+                    "estimator_timeout": 0.2, **params}
         graph.spin_timeout = 0.002
         self.graph = graph
         self.node = graph.add(PolicyNode(context=graph.context,

@@ -127,11 +127,12 @@ class ScriptedOperator:
 
 class PressOperator:
     """The ``press_hold`` task on the rig (na_sim.press_task). Both arms start at the seed's hover pose with the
-    follower's torque on, so that it holds there until a driver takes it. The driver's start-up turns the torque
-    off for a moment (EEPROM settings) and the arm sags, so the fixture is placed only once the driver has the
-    torque on again and the follower is back at the start pose (teleop's soft start, or a policy's); then,
-    unless ``fixture_only``, the closed-loop expert moves the leader arm from the rig's true contact force: it
-    holds the hover for ``SETTLE_SECONDS``, plays one episode and then holds (``--loop-task`` does not apply)."""
+    seed's object in the gripper and the follower's torque on, so that it holds there until a driver takes
+    it. The driver's start-up turns the torque off for a moment (EEPROM settings) and the arm sags, so the
+    fixture is placed only once the driver has the torque on again and the follower is back at the start pose
+    (teleop's soft start, or a policy's); then, unless ``fixture_only``, the closed-loop expert moves the leader
+    arm from the rig's true contact force: it holds the hover for ``SETTLE_SECONDS``, plays one episode and then
+    holds (``--loop-task`` does not apply)."""
 
     def __init__(self, rig: Any, seed: int, fixture_only: bool) -> None:
         from na_sim.press_task import PressExpert, make_press_episode
@@ -145,6 +146,7 @@ class PressOperator:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="na_sim_press", daemon=True)
         rig.reset(rig.seed, pose=self.episode.start_pose)
+        rig.set_payload(self.episode.payload_kg)
         rig.configure_follower(torque=True)
 
     def start(self) -> PressOperator:

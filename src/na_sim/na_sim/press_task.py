@@ -1,9 +1,11 @@
 """``press_hold``: a contact-rich task where position alone is ambiguous and force decides success.
 
-The tool starts hovering above the F/T fixture's top face, presses down on it and must hold the
-contact force inside a band. The face height changes with the seed (over ``FACE_HEIGHT_RANGE``), so
-the depth that gives the band differs from trial to trial: a controller that only knows where the arm
-is cannot tell "still in the air" from "touching", nor how hard it presses.
+The gripper holds an object of unknown mass; the tool starts hovering above the F/T fixture's top face,
+presses the object's tool point down on it and must hold the *contact* force inside a band. The face height
+and the mass change with the seed (``FACE_HEIGHT_RANGE``, ``PAYLOAD_RANGE``). A position-controlled arm
+presses with a force that follows from how far its command leads the measured position, but the object's
+weight loads the same joints the same way (it hangs at the tool point): from joint positions and commands
+alone, a controller cannot tell contact force from weight, nor where the face is.
 
 ROS-free. Three parts:
 * :func:`make_press_episode`: seed -> fixture pose, start (hover) pose, tool pitch;
@@ -31,10 +33,11 @@ FIXTURE_XY = (0.20, 0.0)             # fixture centre; jittered per seed by FIXT
 FIXTURE_XY_JITTER = 0.006
 HOVER_HEIGHT = 0.115                 # tool point at the start, above the highest face + clearance
 TOOL_PITCH = 1.35                    # rad, tool tilted down onto the top face
-GRIP_SLIDE = 0.004                   # m, closed gripper (a stylus held between the fingers)
+GRIP_SLIDE = 0.004                   # m, closed gripper holding the object
+PAYLOAD_RANGE = (0.0, 0.5)           # kg, the held object; 0.5 kg: rated payload (docs/REFERENCES.md, Paper)
 
 # Success criterion: upward contact force on the tool inside the band, continuously, and never a slam.
-FORCE_BAND = (5.5, 10.5)             # N
+FORCE_BAND = (7.0, 9.0)              # N
 HOLD_SECONDS = 1.5                   # s in the band without leaving it
 SLAM_FORCE = 20.0                    # N, a peak above this fails the trial
 TRIAL_TIMEOUT = 12.0                 # s from the policy's first command
@@ -43,7 +46,7 @@ TRIAL_TIMEOUT = 12.0                 # s from the policy's first command
 DESCENT_SPEED = 0.025                # m/s
 TOUCH_FORCE = 0.8                    # N, contact detected (ground truth)
 FORCE_TARGET = 8.0                   # N, the middle of the band
-FORCE_GAIN = 0.0025                  # m/s per N of force error (integral action on the height)
+FORCE_GAIN = 0.006                   # m/s per N of force error (integral action on the height)
 MAX_PRESS_SPEED = 0.02               # m/s
 SETTLE_SECONDS = 5.0                 # s at the hover after engage (the fixture is placed)
 START_TOLERANCE = 0.06               # rad per arm joint: the follower is back at the start pose (gravity offset ~0.03)
@@ -54,6 +57,7 @@ START_CLEARANCE = 0.01               # m, and its tool point (sphere surface) at
 class PressEpisode:
     seed: int
     face_height: float               # m, top face of the fixture
+    payload_kg: float                # the held object
     fixture: FixturePose             # sensor frame = fixture cube centre
     hover: np.ndarray                # (3,) tool point at the start
     start_pose: np.ndarray           # (5,) joint side, both arms at reset (gripper: servo angle)
@@ -67,11 +71,12 @@ def make_press_episode(seed: int, *, spec: RobotSpec | None = None, kinematics: 
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5E55])
     face = float(rng.uniform(*FACE_HEIGHT_RANGE))
     xy = np.asarray(FIXTURE_XY) + rng.uniform(-FIXTURE_XY_JITTER, FIXTURE_XY_JITTER, 2)
+    payload = float(rng.uniform(*PAYLOAD_RANGE))
     fixture = FixturePose((float(xy[0]), float(xy[1]), face - fixture_half_size))
     hover = np.array([FIXTURE_XY[0], FIXTURE_XY[1], HOVER_HEIGHT])
     arm = solve_ik(kin, hover, TOOL_PITCH, np.array([0.0, -0.3, 0.3, 1.35]))
     start = np.append(arm, float(spec.gripper.slide_to_angle(GRIP_SLIDE)))
-    return PressEpisode(int(seed), face, fixture, hover, start)
+    return PressEpisode(int(seed), face, payload, fixture, hover, start)
 
 
 class PressExpert:
@@ -130,6 +135,14 @@ class PressScore:
     peak_force: float                # N, largest upward contact force
     slammed: bool                    # the peak exceeded SLAM_FORCE
     longest_hold: float              # s, longest stretch inside the band
+
+
+def contact_from_truth(truth_force_z, payload_kg: float) -> np.ndarray:
+    """Upward contact force on the tool from the rig's ``/sim/truth/wrench`` z (contact plus the held object's
+    weight, ``-m g``): the weight added back."""
+    from na_sim.rig import GRAVITY
+
+    return np.asarray(truth_force_z, dtype=float) + payload_kg * GRAVITY
 
 
 def score_press(times: np.ndarray, contact_force_z: np.ndarray, *, band: tuple[float, float] = FORCE_BAND,
