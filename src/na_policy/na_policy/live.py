@@ -38,11 +38,14 @@ class LiveProbe:
         from geometry_msgs.msg import WrenchStamped
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
 
         from na_msgs.msg import ArmState, JointCommand
 
         self.context = Context()
-        rclpy.init(context=self.context)
+        # No rclpy signal handler: Ctrl-C raises KeyboardInterrupt here, and the launched processes are stopped
+        # on the way out (sim_graph's context managers).
+        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
         self.node = rclpy.create_node("na_policy_probe", context=self.context)
         self.data = Collected()
         self.since = 0.0          # s (ROS time); messages stamped earlier are ignored (a previous run's, still queued)
