@@ -20,7 +20,7 @@ from na_common.episode_bag import EpisodeReader, stamp_to_ns
 from na_policy.features import observation
 
 RATE_HZ = 60.0
-LEAD_IN_S = 0.5              # s of hover kept before the first command change
+LEAD_IN_S = 0.1              # s of hover kept before the leader moves (a longer wait teaches the policy to wait)
 MOVE_THRESHOLD = 3e-3        # rad, a leader joint change that counts as the expert moving (2 encoder pulses)
 MAX_TRACKING_ERROR = 0.15    # rad, command - measured on an arm joint; beyond it the follower was not following
 ESTIMATOR_TOPICS = (topics.ESTIMATED_FORCE, topics.ESTIMATED_CONTACT)

@@ -62,9 +62,9 @@ def test_resampled_on_the_policy_clock_with_earlier_estimates(tmp_path) -> None:
     demo = load_demo(write_demo(tmp_path / "a"))
     dt = np.diff(demo.time)
     np.testing.assert_allclose(dt, 1 / 60, atol=1e-6)
-    # The leader moves at 1.0 s; 0.5 s of lead-in are kept.
+    # The leader moves at 1.0 s; 0.1 s of lead-in is kept.
     first_move = np.flatnonzero(np.abs(demo.command[:, 1]) > 3e-3)[0]
-    assert demo.time[first_move] == pytest.approx(0.5 + 0.03, abs=0.05)
+    assert demo.time[first_move] == pytest.approx(0.1 + 0.03, abs=0.05)
     # Each tick's force comes from the state just before the tick's state (live, the estimate of the current state
     # arrives after the policy answered it): state index k <- position on the ramp; force z = 10 ms x index.
     moving = demo.position[:, 1] + 0.02 > 0.005
