@@ -145,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in ("demos", "eval"):
+        from na_policy.live import stop_on_signals
+
+        stop_on_signals()
     try:
         return args.func(args)
     except KeyboardInterrupt:

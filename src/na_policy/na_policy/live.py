@@ -4,6 +4,8 @@ the policy publish, collected in a private rclpy context (the processes run besi
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -16,6 +18,17 @@ from na_common.stamps import stamp_seconds
 
 class LiveError(RuntimeError):
     """A live run did not get what it waited for; the message says what and where the logs are."""
+
+
+STOP = threading.Event()
+
+
+def stop_on_signals() -> None:
+    """SIGINT and SIGTERM end a live run at its next wait (KeyboardInterrupt from :meth:`LiveProbe.spin_until`),
+    so that the launched processes are stopped on the way out. (A signal arriving while rclpy waits is
+    otherwise lost.)"""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: STOP.set())
 
 
 @dataclass
@@ -43,8 +56,7 @@ class LiveProbe:
         from na_msgs.msg import ArmState, JointCommand
 
         self.context = Context()
-        # No rclpy signal handler: Ctrl-C raises KeyboardInterrupt here, and the launched processes are stopped
-        # on the way out (sim_graph's context managers).
+        # No rclpy signal handler: the CLI's (stop_on_signals) ends the run.
         rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
         self.node = rclpy.create_node("na_policy_probe", context=self.context)
         self.data = Collected()
@@ -78,6 +90,8 @@ class LiveProbe:
         """Spin until ``condition()``; a dead process of ``graphs`` or the timeout raises :class:`LiveError`."""
         deadline = time.monotonic() + timeout
         while not condition():
+            if STOP.is_set():
+                raise KeyboardInterrupt("stopped by a signal")
             for graph in graphs:
                 graph.check_alive()
             if time.monotonic() > deadline:

@@ -110,3 +110,35 @@ def test_expert_reaches_the_band_on_the_rig(seed: int) -> None:
         forces.append(float(truth.force_base[2]) + episode.payload_kg * 9.81)   # weight added back
     score = score_press(np.array(times), np.array(forces), band=BAND, hold=1.5, slam=20.0)
     assert score.success, f"seed {seed}: longest hold {score.longest_hold:.2f} s, peak {score.peak_force:.1f} N"
+
+
+def test_rig_options_for_the_task() -> None:
+    import argparse
+
+    from na_sim.live_rig import _check_args, add_rig_arguments
+
+    parser = add_rig_arguments(argparse.ArgumentParser())
+    assert _check_args(parser.parse_args(["--task", "press_hold", "--task-seed", "4", "--fixture-only"])) is None
+    assert "--fixture-only needs --task press_hold" in _check_args(parser.parse_args(["--task", "push_px",
+                                                                                      "--fixture-only"]))
+
+
+def test_fixture_appears_only_after_a_driver_took_the_arm_back_to_the_start() -> None:
+    from na_sim.live_rig import PressOperator
+    from na_sim.rig import Rig
+
+    rig = Rig(seed=0)
+    operator = PressOperator(rig, seed=4, fixture_only=True)
+    assert rig.payload_kg == pytest.approx(make_press_episode(4).payload_kg)
+    operator._advance()
+    assert rig.fixture is None and operator.phase == "driver"        # torque on since the start: no driver yet
+    for regs in rig.follower_registers:                               # a driver's start-up: torque off ... on
+        regs.set("torque_enable", 0)
+    operator._advance()
+    for regs in rig.follower_registers:
+        regs.set("torque_enable", 1)
+    operator._advance()
+    assert operator.phase in ("return", "placed")
+    rig.advance(0.5)                                                  # holding at the start pose
+    operator._advance()
+    assert operator.phase == "placed" and rig.fixture is not None
