@@ -6,8 +6,8 @@ Per seed: the simulated rig with the scripted expert on the leader arm (``na-sim
 plus ``/estimator/force`` and ``/estimator/contact``, so each bag carries the estimator's outputs as the
 policy will see them live. An episode runs from before the expert moves until ``AFTER_TOUCH_S`` after the
 tool first touches the fixture. An episode whose recording began after the expert moved (a slow start of the
-graph), in which the follower did not follow (a driver trip on a stalled host) or that did not finish, is
-deleted and recorded again, up to ``ATTEMPTS`` times.
+graph), in which the follower did not follow (a driver trip on a stalled host), that did not finish or whose
+graph did not come up, is deleted and recorded again, up to ``ATTEMPTS`` times.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from na_bringup.sim_graph import launched, ros_env, sim_rig
+from na_bringup.sim_graph import GraphError, launched, ros_env, sim_rig
 from na_common import topics
 from na_policy.dataset import DemoError, load_demo
 from na_policy.live import LiveError, LiveProbe
@@ -56,7 +56,7 @@ def record_demos(model: Path, out: Path, seeds: list[int], log: Callable[[str], 
                 try:
                     bag, peak = _record_one(probe, start, stop, model, out, bags, config, seed)
                     load_demo(bag)
-                except (DemoError, LiveError) as exc:
+                except (DemoError, LiveError, GraphError) as exc:
                     if bag is not None:
                         shutil.rmtree(bag, ignore_errors=True)
                     if attempt == ATTEMPTS:

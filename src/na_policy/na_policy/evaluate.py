@@ -21,14 +21,14 @@ from pathlib import Path
 import numpy as np
 
 from na_bringup.launch_xml import stop_processes
-from na_bringup.sim_graph import launched, ros_env, sim_rig
+from na_bringup.sim_graph import GraphError, launched, ros_env, sim_rig
 from na_policy.features import uses_estimator
-from na_policy.live import LiveProbe
+from na_policy.live import LiveError, LiveProbe
 from na_sim.press_task import FORCE_BAND, PRESS_TASK, TRIAL_TIMEOUT, contact_from_truth, make_press_episode, score_press
 
 LOSS_WATCH_S = 3.0            # s watched after the estimator is stopped
 HOLD_SETTLE_S = 0.5           # s after the stop before the commands must be fixed (timeout + in-flight messages)
-RERUNS = 1                    # a trial whose follower driver tripped is run once more
+RERUNS = 1                    # a trial whose graph did not come up or whose follower driver tripped runs once more
 TRACE_HZ = 20.0               # force trace kept per trial for the plot
 
 
@@ -143,8 +143,14 @@ def evaluate(model: Path, policies: dict[str, Path], seeds: list[int], out: Path
     try:
         for variant, path in policies.items():
             for seed in seeds:
-                for _attempt in range(RERUNS + 1):
-                    result = run_trial(probe, model, variant, path, seed, out, loss_at)
+                for attempt in range(RERUNS + 1):
+                    try:
+                        result = run_trial(probe, model, variant, path, seed, out, loss_at)
+                    except (GraphError, LiveError) as exc:       # the graph did not come up (a stalled host)
+                        if attempt == RERUNS:
+                            raise
+                        log(f"{variant} seed {seed}: {exc}; running the trial again")
+                        continue
                     if not result.driver_tripped:
                         break
                     log(f"{variant} seed {seed}: the follower driver tripped (host stall, see its log); running "
