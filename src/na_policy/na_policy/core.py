@@ -45,7 +45,7 @@ class SafetyConfig:
     max_step: float = 0.03           # rad per command (1.8 rad/s at 60 Hz)
     max_lead: float = 0.12           # rad between command and measured position
     state_timeout: float = 0.1       # s, a state older than this on arrival is not acted on
-    estimator_timeout: float = 0.2   # s without estimator output after it was heard: stop and hold
+    estimator_timeout: float = 0.5   # s without estimator output after it was heard: stop and hold
     start_duration: float = 2.0      # s, blend from the first measured pose to the policy's start pose
     start_settle: float = 0.5        # s held at the start pose after the blend (the estimator settles; tare)
 

@@ -27,7 +27,7 @@ from na_policy.live import LiveError, LiveProbe
 from na_sim.press_task import FORCE_BAND, PRESS_TASK, TRIAL_TIMEOUT, contact_from_truth, make_press_episode, score_press
 
 LOSS_WATCH_S = 3.0            # s watched after the estimator is stopped
-HOLD_SETTLE_S = 0.5           # s after the stop before the commands must be fixed (timeout + in-flight messages)
+HOLD_SETTLE_S = 0.8           # s after the stop before the commands must be fixed (the 0.5 s timeout + in flight)
 RERUNS = 1                    # a trial whose graph did not come up or whose follower driver tripped runs once more
 TRACE_HZ = 20.0               # force trace kept per trial for the plot
 
@@ -66,12 +66,12 @@ def run_trial(probe: LiveProbe, model: Path, variant: str, policy: Path, seed: i
     log_dir = out / "logs" / f"{variant}_seed{seed}"
     sim_dir = out / "sim"
     payload = make_press_episode(seed).payload_kg
+    probe.reset()                          # before the launch: the trial clock starts at the policy's first command
     with sim_rig(sim_dir, log_dir, task=PRESS_TASK, options=f"--task-seed {seed} --fixture-only") as (rig, _, _), \
             launched("estimator.launch.xml", {"model": str(model)}, log_dir, env=ros_env()) as estimator, \
             launched("policy.launch.xml", {"policy": str(policy), "start_estimator": "false", "sim": "true",
                                            "sim_dir": str(sim_dir)}, log_dir, env=ros_env()) as graph:
         graphs: tuple = (rig, estimator, graph)
-        probe.reset()
         probe.spin_until(lambda: len(probe.data.command_time) > 0, 90.0, "the policy's first command", graphs,
                          str(log_dir))
         start = probe.data.command_time[0]

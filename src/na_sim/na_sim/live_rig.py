@@ -160,11 +160,17 @@ class PressOperator:
 
     def _advance(self) -> None:
         from na_sim.press_task import START_TOLERANCE
-        torque = [regs.get("torque_enable") for regs in self.rig.follower_registers]
+        registers = self.rig.follower_registers
+        torque = [regs.get("torque_enable") for regs in registers]
         if self.phase == "driver":
+            # A driver took the arm: it turned the torque off and on again (seen when polled in between) or it
+            # armed the Bus Watchdog, which it does after torque-on (a start-up quicker than one poll).
             self._torque_seen_off |= not all(torque)
-            if self._torque_seen_off and all(torque):
+            armed = all(regs.get("bus_watchdog") != 0 for regs in registers)
+            if all(torque) and (self._torque_seen_off or armed):
                 self.phase = "return"
+                print("na-sim rig: press_hold: a driver has the follower; the fixture comes once it is back at the "
+                      "start pose", flush=True)
         elif self.phase == "return":
             q = self.rig.truth.joint_position
             if np.all(np.abs(q[:4] - self.episode.start_pose[:4]) < START_TOLERANCE) and \
@@ -172,6 +178,8 @@ class PressOperator:
                 self.rig.set_fixture(self.episode.fixture)
                 self.expert.engage()
                 self.phase = "placed"
+                print(f"na-sim rig: press_hold: fixture placed, face at {self.episode.face_height * 1000:.1f} mm, "
+                      f"object {self.episode.payload_kg * 1000:.0f} g", flush=True)
 
     def _run(self) -> None:
         try:

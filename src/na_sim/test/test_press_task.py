@@ -142,3 +142,17 @@ def test_fixture_appears_only_after_a_driver_took_the_arm_back_to_the_start() ->
     rig.advance(0.5)                                                  # holding at the start pose
     operator._advance()
     assert operator.phase == "placed" and rig.fixture is not None
+
+
+def test_a_quick_driver_start_is_seen_by_its_armed_watchdog() -> None:
+    from na_sim.live_rig import PressOperator
+    from na_sim.rig import Rig
+
+    rig = Rig(seed=0)
+    operator = PressOperator(rig, seed=5, fixture_only=True)
+    operator._advance()
+    assert operator.phase == "driver"
+    for regs in rig.follower_registers:          # torque off and on between two polls; the watchdog stays armed
+        regs.set("bus_watchdog", 10)
+    operator._advance()
+    assert operator.phase in ("return", "placed")
