@@ -3,12 +3,15 @@
 1. generate training episodes offline (na-sim generate);
 2. record one episode live through the real ROS path: rig -> arm drivers -> teleop -> recorder;
 3. convert every bag to NAD (na-train convert);
-4. train a small NeuralActuator through MJX (na-train fit, na_training/config/train/demo.yaml);
+4. train a small NeuralActuator through MJX (na-train fit, na_training/config/train/demo.yaml; for another
+   robot demo_<robot>.yaml when shipped, e.g. demo_so101.yaml);
 5. export it to ONNX (na-train export);
 6. score it beside the classical observers on the NAD's held-out test split (na-train compare);
 7. run the estimator live on the rig during a scripted payload episode and a push episode;
 8. plot estimated against true force and print a summary (force MAE beside always-zero and the
    training-mean force, contact accuracy, latency, and the classical observers of stage 6).
+
+--robot so101 runs every stage on the simulated SO-101 (Feetech STS3215 servos on Protocol 0 emulators).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from na_common import topics
 
 STAGES = 8
 PROGRESS_PERIOD_S = 10.0
-DEMO_CONFIG = "demo"                # na_training/na_training/config/train/demo.yaml
+DEMO_CONFIG = "demo"                # na_training/na_training/config/train/demo.yaml (demo_<robot>.yaml if shipped)
 GENERATED_TASKS = ["free", "payload", "push", "nopush"]
 LIVE_PHASES = (("go_up_stay", 300.0), ("push_px", 0.0))
 STALE_PROBES = 20                   # follower states re-sent 0.5 s late per phase; none may be estimated
@@ -53,6 +56,18 @@ class Demo:
         self.live_phases = live_phases
         self.stale_injected = 0
         self.stale_estimated = 0
+        from na_description import load_spec
+
+        self.spec = load_spec(args.robot)
+        self.robot = {"robot": args.robot}          # the launch files' robot argument
+
+    def training_config(self) -> str:
+        """The robot's demo training config: demo_<robot>.yaml when shipped, else demo.yaml."""
+        from na_common.config_files import shipped_names
+        from na_training import TRAIN_CONFIG_DIR
+
+        own = f"{DEMO_CONFIG}_{self.spec.name}"
+        return own if own in shipped_names(TRAIN_CONFIG_DIR) else DEMO_CONFIG
 
     def say(self, text: str) -> None:
         print(f"[demo {self.stage}/{STAGES} {time.monotonic() - self.started:6.0f}s] {text}", flush=True)
@@ -92,7 +107,8 @@ class Demo:
     def generate(self) -> Path:
         out = self.out / "bags" / "generated"
         self.begin(f"generating {self.args.episodes} offline episode(s) per task of {', '.join(self.tasks)}")
-        command = ["na-sim", "generate", "--tasks", *self.tasks, "--episodes", str(self.args.episodes),
+        command = ["na-sim", "generate", "--robot", self.args.robot, "--tasks", *self.tasks,
+                   "--episodes", str(self.args.episodes),
                    "--payloads", self.payloads, "--seed", str(self.args.seed), "--out", str(out), "--no-progress"]
         if self.args.quick:
             command += ["--quick", "--max-seconds", "12"]
@@ -123,9 +139,9 @@ class Demo:
         executor.add_node(node)
         try:
             with sim_rig(self.out / "sim", self.logs / "live_record", task="pick_place", payload_grams=200.0,
-                         seed=self.args.seed) as (rig_graph, _info, ft_port), \
+                         seed=self.args.seed, robot=self.args.robot) as (rig_graph, _info, ft_port), \
                     launched("collect.launch.xml", {"sim": "true", "sim_dir": str(self.out / "sim"),
-                                                     "ft_port": str(ft_port), "output_dir": str(out)},
+                                                     "ft_port": str(ft_port), "output_dir": str(out), **self.robot},
                              self.logs / "live_record", env=ros_env()) as graph:
                 self._spin_until(executor, lambda: len(states) > 50 and start.service_is_ready(), 90.0,
                                  "the follower arm state and the recorder services", (rig_graph, graph))
@@ -165,9 +181,10 @@ class Demo:
 
     def convert(self, bags: list[Path]) -> Path:
         nad = self.out / "nad"
-        self.begin("converting all bags to NAD (frames of 0.017 s)")
-        self.run("convert", ["na-train", "convert", *map(str, bags), "--out", str(nad), "--frame-period", "0.017",
-                             "--seed", str(self.args.seed), "--overwrite", "--quiet"])
+        period = self.spec.frame_period
+        self.begin(f"converting all bags to NAD (frames of {period:.4g} s, the {self.spec.name} frame)")
+        self.run("convert", ["na-train", "convert", *map(str, bags), "--out", str(nad), "--frame-period", repr(period),
+                             "--robot", self.args.robot, "--seed", str(self.args.seed), "--overwrite", "--quiet"])
         info = json.loads((nad / "meta" / "info.json").read_text())
         self.say(f"NAD at {nad} ({info.get('dataset_id', '')})")
         return nad
@@ -175,8 +192,9 @@ class Demo:
     def train(self, nad: Path) -> Path:
         run_dir = self.out / "train"
         steps = self.args.train_steps
-        self.begin(f"training a small model through MJX on the CPU ({steps} steps, config {DEMO_CONFIG})")
-        self.run("train", ["na-train", "fit", "--config", DEMO_CONFIG, "--nad", str(nad), "--out", str(run_dir),
+        config = self.training_config()
+        self.begin(f"training a small model through MJX on the CPU ({steps} steps, config {config})")
+        self.run("train", ["na-train", "fit", "--config", config, "--nad", str(nad), "--out", str(run_dir),
                            "--steps", str(steps), "--seed", str(self.args.seed), "--no-resume", "--quiet"],
                  metrics=run_dir / "metrics.jsonl")
         return run_dir
@@ -232,10 +250,11 @@ class Demo:
                 name = f"{task}_{grams:g}g" if grams else task
                 log_dir = self.logs / f"live_{name}"
                 with sim_rig(self.out / "sim", log_dir, task=task, payload_grams=grams,
-                             seed=self.args.seed + 1) as (rig_graph, _info, _port), \
-                        launched("teleop.launch.xml", {"sim": "true", "sim_dir": str(self.out / "sim")}, log_dir,
-                                 env=ros_env()) as teleop, \
-                        launched("estimator.launch.xml", {"model": str(model)}, log_dir, env=ros_env()) as estimator:
+                             seed=self.args.seed + 1, robot=self.args.robot) as (rig_graph, _info, _port), \
+                        launched("teleop.launch.xml", {"sim": "true", "sim_dir": str(self.out / "sim"), **self.robot},
+                                 log_dir, env=ros_env()) as teleop, \
+                        launched("estimator.launch.xml", {"model": str(model), **self.robot}, log_dir,
+                                 env=ros_env()) as estimator:
                     graphs = (rig_graph, teleop, estimator)
                     monitor.recording = Recording()
                     monitor.active = True
@@ -302,12 +321,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--live-seconds", type=float, default=20.0,
                         help="seconds of live recording and of each live estimation phase (default 20)")
     parser.add_argument("--quick", action="store_true", help="shorter generated episodes (for CI)")
+    parser.add_argument("--robot", default="omx_x",
+                        help="the simulated arm: omx_x (OpenManipulator-X, default) or so101 (SO-101)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    demo = Demo(args)
+    try:
+        demo = Demo(args)
+    except ValueError as exc:             # an unknown --robot
+        print(f"[demo] {exc}", file=sys.stderr)
+        return 2
     if demo.out.exists():
         # Replace only what an earlier demo wrote (never a folder the user keeps other data in).
         if not demo.out.is_dir() or (any(demo.out.iterdir()) and not (demo.out / "logs").is_dir()):
@@ -333,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         print("[demo] interrupted", file=sys.stderr)
         return 130
     summary = write_summary(demo, results, model=model, nad=nad, plots=plots, comparison=comparison)
-    print("\n=== NeuralActuator demo summary (simulated rig) ===")
+    print(f"\n=== NeuralActuator demo summary (simulated {demo.spec.name} rig) ===")
     for name, (score, _) in results.items():
         print(f"  {name}:")
         for line in score.lines():
@@ -381,7 +406,7 @@ def write_summary(demo: Demo, results: dict[str, tuple[LiveScore, dict]], *, mod
         "force_mae_n": {k: v["avg"] for k, v in comparison.get("force_mae", {}).items()},
         "false_contact_rate": comparison.get("false_contact_rate", {}),
         "best_classical_to_learned_force_mae": comparison.get("best_classical_to_learned_force_mae")}
-    summary = {"phases": phases, "held_out_comparison": held_out,
+    summary = {"robot": demo.spec.name, "phases": phases, "held_out_comparison": held_out,
                "stale_injected": demo.stale_injected, "stale_estimated": demo.stale_estimated,
                "model": str(model), "bags": str(demo.out / "bags"), "nad": str(nad), "plots": str(plots),
                "seconds": round(time.monotonic() - demo.started, 1)}

@@ -45,11 +45,22 @@ SET_ASIDE_SUFFIX = ".unreadable"
 NUMBERED_DIR_PATTERN = re.compile(r"^episode_(\d{6})(?:\.unreadable(?:\.\d+)?)?$")
 
 FORCE_SOURCES = ("none", "payload", "ft_sensor")
-CONDITIONS = ("nominal", "restricted_joint3")
+# An episode's motor condition: "nominal", or "restricted_<joint>" (that joint mechanically restricted, e.g.
+# restricted_joint3 on the OpenManipulator-X, restricted_elbow_flex on the SO-101).
+CONDITION_PATTERN = re.compile(r"^(nominal|restricted_[a-z][a-z0-9_]*)$")
+CONDITION_FORMS = "nominal or restricted_<joint>"
+NOMINAL_CONDITION = "nominal"
+
+
+def restricted_condition(joint: str) -> str:
+    """The ``condition`` of an episode whose ``joint`` is mechanically restricted (``restricted_<joint>``)."""
+    return f"restricted_{joint}"
+
+
 SOURCES = ("live", "generated")
 
 # Episode metadata keys (docs/INTERFACES.md) and the Python type each holds.
-STRING_KEYS = ("task", "force_source", "condition", "operator", "notes", "source", "task_instance")
+STRING_KEYS = ("task", "force_source", "condition", "operator", "notes", "source", "task_instance", "robot")
 INT_KEYS = ("episode_id", "start_stamp", "stop_stamp", "seed")
 FLOAT_KEYS = ("payload_grams",)
 BOOL_KEYS = ("complete",)
@@ -191,9 +202,11 @@ def validate_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     if missing:
         raise EpisodeBagError(f"episode metadata lacks required keys: {', '.join(missing)}")
     meta = dict(metadata)
-    for key, allowed in (("force_source", FORCE_SOURCES), ("condition", CONDITIONS), ("source", SOURCES)):
+    for key, allowed in (("force_source", FORCE_SOURCES), ("source", SOURCES)):
         if meta[key] not in allowed:
             raise EpisodeBagError(f"episode metadata '{key}' = {meta[key]!r}; expected one of {', '.join(allowed)}")
+    if not CONDITION_PATTERN.match(str(meta["condition"])):
+        raise EpisodeBagError(f"episode metadata 'condition' = {meta['condition']!r}; expected {CONDITION_FORMS}")
     try:
         meta["payload_grams"] = float(meta["payload_grams"])
     except (TypeError, ValueError):
@@ -205,7 +218,8 @@ def validate_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     meta.setdefault("seed", None)
     meta.setdefault("task_instance", task_instance_id(meta["task"], meta["payload_grams"], meta["condition"]))
     for key in STRING_KEYS:
-        meta[key] = str(meta[key])
+        if key in meta:                    # ``robot`` is optional (recordings without it name no robot)
+            meta[key] = str(meta[key])
     try:
         metadata_to_custom_data(meta)
     except (TypeError, ValueError) as err:

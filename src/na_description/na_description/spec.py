@@ -16,6 +16,11 @@ import yaml
 
 ROBOTS_DIR = Path(__file__).resolve().parent / "robots"
 DEFAULT_ROBOT = "open_manipulator_x"
+# Short names accepted wherever a robot is named (launch argument robot:=omx_x, --robot omx_x).
+ROBOT_ALIASES = {"omx_x": "open_manipulator_x"}
+# The servo telemetry a robot's model reads as its effort input (ArmState field): XM430 Present Current
+# (A), or the Feetech Present Load (signed fraction of the maximum output).
+EFFORT_SIGNALS = ("current", "load")
 
 
 class SpecError(ValueError):
@@ -90,6 +95,8 @@ class RobotSpec:
     frame_period: float
     servo_model: str
     servo_model_number: int
+    effort_signal: str            # ArmState field the model reads as effort: one of EFFORT_SIGNALS
+    condition_joint: str          # the joint whose condition is supervised (the one the rig can restrict)
     baud_rate: int
     position_gains: dict[str, int]
     joints: tuple[JointSpec, ...]
@@ -197,14 +204,16 @@ def _spec_path(robot: str | Path | None) -> Path:
     path = Path(robot)
     if path.suffix or len(path.parts) != 1:
         return path
+    robot = ROBOT_ALIASES.get(str(robot), str(robot))
     if robot not in shipped_robots():
-        raise SpecError(f"unknown robot {str(robot)!r} (shipped: {', '.join(shipped_robots())})")
+        known = ", ".join(shipped_robots() + [f"{alias} (= {name})" for alias, name in ROBOT_ALIASES.items()])
+        raise SpecError(f"unknown robot {str(robot)!r} (shipped: {known})")
     return ROBOTS_DIR / f"{robot}.yaml"
 
 
 @lru_cache(maxsize=8)
 def load_spec(path: str | Path | None = None) -> RobotSpec:
-    """Load a robot spec: a YAML path or a shipped robot's name (``so101``); default the OpenManipulator-X."""
+    """Load a robot spec: a YAML path or a shipped robot's name (``so101``, ``omx_x``); default OpenManipulator-X."""
     spec_path = _spec_path(path)
     if not spec_path.is_file():
         raise SpecError(f"robot spec not found: {spec_path}")
@@ -235,6 +244,12 @@ def load_spec(path: str | Path | None = None) -> RobotSpec:
     grip = _require(raw, "gripper", where)
     gripper = GripperMap(tuple(map(float, grip["angle_points"])), tuple(map(float, grip["slide_points"])))
     mjcf_path = (spec_path.parent / _require(raw, "mjcf", where)).resolve()
+    effort_signal = str(raw.get("effort_signal", "current"))
+    if effort_signal not in EFFORT_SIGNALS:
+        raise SpecError(f"{where}: effort_signal must be one of {', '.join(EFFORT_SIGNALS)}, got {effort_signal!r}")
+    condition_joint = str(_require(raw, "condition_joint", where))
+    if condition_joint not in [j.name for j in joints if j.type == "revolute"]:
+        raise SpecError(f"{where}: condition_joint {condition_joint!r} is not one of the arm joints")
     return RobotSpec(
         name=str(raw["name"]),
         mjcf_path=mjcf_path,
@@ -243,8 +258,16 @@ def load_spec(path: str | Path | None = None) -> RobotSpec:
         frame_period=float(raw.get("frame_period", 0.017)),
         servo_model=str(servo["model"]),
         servo_model_number=int(servo["model_number"]),
+        effort_signal=effort_signal,
+        condition_joint=condition_joint,
         baud_rate=int(servo["baud_rate"]),
         position_gains={k: int(v) for k, v in servo["position_gains"].items()},
         joints=tuple(joints),
         gripper=gripper,
     )
+
+
+def robot_option_help(default_note: str = "default: open_manipulator_x") -> str:
+    """Help text of the suite's ``--robot`` option (every command that works on one arm's data or models)."""
+    names = shipped_robots() + list(ROBOT_ALIASES)
+    return f"the arm: {', '.join(names)} or a robot spec YAML path ({default_note})"

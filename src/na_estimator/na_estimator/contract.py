@@ -63,6 +63,10 @@ def check_contract(metadata: Mapping[str, str], spec: RobotSpec) -> ModelContrac
     missing = [key for key in REQUIRED_KEYS if key not in metadata]
     if missing:
         raise ContractError(f"model metadata lacks {missing}; was it exported by na-train export?")
+    robot = str(metadata.get("robot", ""))
+    if robot and robot != spec.name:       # models exported before the robot key carry no name
+        raise ContractError(f"model was trained for robot '{robot}', this arm is '{spec.name}' "
+                            f"(choose the arm's model, or the robot it was trained for)")
     problems: list[str] = []
     if metadata["schema_version"] != SCHEMA_VERSION:
         problems.append(f"feature schema is '{metadata['schema_version']}' in the model, '{SCHEMA_VERSION}' here")

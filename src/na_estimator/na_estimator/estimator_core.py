@@ -25,7 +25,9 @@ from na_estimator.features import FeatureError, HistoryWindow, compute_features
 from na_estimator.onnx_model import OnnxActuatorModel
 
 # Plausibility bounds of raw inputs (beyond them a reading is treated as corrupt, not estimated on).
-CURRENT_LIMIT_A = 6.0              # A; the XM430 Current Limit register tops out at 3.2 A
+# Effort bound per effort signal (the spec's effort_signal): current in A (the XM430 Current Limit register
+# tops out at 3.2 A); load as a signed fraction (Feetech Present Load reads at most 1000 x 0.1 %).
+EFFORT_LIMIT = {"current": 6.0, "load": 1.05}
 VOLTAGE_RANGE_V = (5.0, 20.0)      # V; the XM430 runs on 10-14.8 V, Min/Max Voltage Limit 9.5-16 V
 TEMPERATURE_RANGE_C = (-20.0, 120.0)
 VELOCITY_LIMIT_RAD_S = 30.0        # rad/s; far above the 46 rpm (4.8 rad/s) no-load speed
@@ -42,12 +44,12 @@ class ArmInput:
     position: np.ndarray           # rad, joint side (gripper: servo angle)
     gripper_slide: float           # m
     velocity: np.ndarray           # rad/s
-    current: np.ndarray            # A
+    effort: np.ndarray             # the spec's effort signal: current (A) or load (signed fraction)
     input_voltage: np.ndarray      # V
     temperature: np.ndarray        # degC
     stale: np.ndarray | None = None  # per-servo stale flags from the driver
 
-    ARRAYS: ClassVar[tuple[str, ...]] = ("position", "velocity", "current", "input_voltage", "temperature")
+    ARRAYS: ClassVar[tuple[str, ...]] = ("position", "velocity", "effort", "input_voltage", "temperature")
 
 
 @dataclass
@@ -135,14 +137,15 @@ class EstimatorCore:
         self._command_stamp = -math.inf
         self._last_stamp = -math.inf
         self._orders: dict[tuple[str, ...], np.ndarray | None] = {}
-        # Plausible ranges, one row per array of ArmInput.ARRAYS (position, velocity, current, voltage, temperature).
+        # Plausible ranges, one row per array of ArmInput.ARRAYS (position, velocity, effort, voltage, temperature).
         lower, upper = spec.servo_angle_limits()
         n = spec.n_motors
+        effort_limit = EFFORT_LIMIT[spec.effort_signal]
         self._lower = np.stack([lower - POSITION_MARGIN_RAD, np.full(n, -VELOCITY_LIMIT_RAD_S),
-                                np.full(n, -CURRENT_LIMIT_A), np.full(n, VOLTAGE_RANGE_V[0]),
+                                np.full(n, -effort_limit), np.full(n, VOLTAGE_RANGE_V[0]),
                                 np.full(n, TEMPERATURE_RANGE_C[0])])
         self._upper = np.stack([upper + POSITION_MARGIN_RAD, np.full(n, VELOCITY_LIMIT_RAD_S),
-                                np.full(n, CURRENT_LIMIT_A), np.full(n, VOLTAGE_RANGE_V[1]),
+                                np.full(n, effort_limit), np.full(n, VOLTAGE_RANGE_V[1]),
                                 np.full(n, TEMPERATURE_RANGE_C[1])])
         self.set_model(model)
 
@@ -216,7 +219,7 @@ class EstimatorCore:
         return ArmInput(stamp=arm.stamp, names=self.spec.joint_names, gripper_slide=arm.gripper_slide, **arrays)
 
     def _valid(self, arm: ArmInput) -> bool:
-        values = np.stack([arm.position, arm.velocity, arm.current, arm.input_voltage, arm.temperature])
+        values = np.stack([arm.position, arm.velocity, arm.effort, arm.input_voltage, arm.temperature])
         if values.shape != self._lower.shape or not math.isfinite(arm.gripper_slide):
             return False
         # NaN fails both comparisons, and inf is beyond every bound.
@@ -253,7 +256,7 @@ class EstimatorCore:
         self._last_stamp = arm.stamp
         try:
             frame = compute_features(self._command, arm.position[: self.spec.n_arm], np.asarray(arm.gripper_slide),
-                                     arm.current, arm.velocity, arm.input_voltage, arm.temperature, spec=self.spec)
+                                     arm.effort, arm.velocity, arm.input_voltage, arm.temperature, spec=self.spec)
         except FeatureError as exc:
             self._refuse("invalid_input", f"ArmState: {exc}")
             return None

@@ -28,8 +28,9 @@ from na_common.ros_node import (
     usage,
 )
 from na_common.stamps import stamp_seconds
-from na_description import load_spec
+from na_description import SpecError, load_spec
 from na_description.model import Kinematics
+from na_description.spec import DEFAULT_ROBOT
 from na_estimator.estimator_core import ArmInput, Estimate, EstimatorCore, LatencyStats
 from na_estimator.onnx_model import DEFAULT_PROVIDERS, ModelLoadError, OnnxActuatorModel
 from na_msgs.msg import ActuatorEstimate, ArmState, Contact, JointCommand, MotorCondition
@@ -38,6 +39,7 @@ MARKER_SCALE_M_PER_N = 0.02   # arrow length per newton in RViz
 
 DEFAULTS: dict[str, Any] = {
     "model_path": "",
+    "robot": DEFAULT_ROBOT,
     "providers": list(DEFAULT_PROVIDERS),
     "intra_op_threads": 1,
     "arm_state_topic": topics.FOLLOWER_ARM_STATE,
@@ -57,6 +59,8 @@ DEFAULTS: dict[str, Any] = {
 }
 DESCRIPTIONS = {
     "model_path": "ONNX model exported by `na-train export` (required)",
+    "robot": "the arm: a shipped robot spec (open_manipulator_x or omx_x, so101) or a spec YAML path; "
+             "a model trained for another robot is refused",
     "providers": "ONNX Runtime execution providers in order of preference; falls back to CPU",
     "intra_op_threads": "ONNX Runtime intra-op threads",
     "arm_state_topic": "follower ArmState input",
@@ -94,7 +98,10 @@ class EstimatorNode(Node):
             raise ParameterError(f"future_tolerance must be >= 0 s, got {p['future_tolerance']}")
         self.executor_kind = p["executor"]
 
-        self.spec = load_spec()
+        try:
+            self.spec = load_spec(p["robot"] or None)
+        except SpecError as exc:
+            raise ParameterError(f"robot: {exc}") from None
         self._kinematics = Kinematics(self.spec)
         model = self._load_model(self.model_path)
         self.core = EstimatorCore(model, self.spec, stale_timeout=p["stale_timeout"],
@@ -139,7 +146,7 @@ class EstimatorNode(Node):
         stamp = stamp_seconds(msg.header.stamp)
         arm = ArmInput(
             stamp=stamp, names=msg.name, position=np.asarray(msg.position), gripper_slide=float(msg.gripper_slide),
-            velocity=np.asarray(msg.velocity), current=np.asarray(msg.current),
+            velocity=np.asarray(msg.velocity), effort=np.asarray(getattr(msg, self.spec.effort_signal)),
             input_voltage=np.asarray(msg.input_voltage), temperature=np.asarray(msg.temperature),
             stale=np.asarray(msg.stale, dtype=bool) if len(msg.stale) else None,
         )

@@ -3,7 +3,9 @@
 Training (vectorised over whole NAD episodes, and inside the JAX rollout) and the estimator (one
 frame at a time) both build features through :func:`compute_features`, so the two paths cannot drift.
 The feature set is the authors' OpenManipulator-X set (docs/REFERENCES.md, Authors' setup): 36 values per
-frame for 4 arm joints and the gripper.
+frame for 4 arm joints and the gripper. Other arms get the same layout over their own joints, with the
+effort channel the spec names (``effort_signal``: Present Current, or the SO-101's Present Load): 43 values
+for the SO-101's 5 arm joints and gripper (its jaw "slide" is the hinge angle, so its "mm" features are mrad).
 
 This module is pure numpy (no rclpy, no jax). :func:`compute_features` takes an array namespace
 ``xp`` so that the training rollout can call the very same code with ``jax.numpy``.
@@ -25,8 +27,14 @@ HISTORY_LENGTH = 9            # 8 past frames + the current one (paper Sec. III-
 NORMALISED_CLIP = 10.0        # z-scores are clipped to +-10 (docs/REFERENCES.md, Authors' setup)
 METRES_TO_MM = 1000.0         # slide features are in mm (paper kappa_g = 1000)
 
-# Std floors per unit (docs/REFERENCES.md, Authors' setup): keep near-constant channels from exploding after z-scoring.
-STD_FLOOR_BY_UNIT = {"rad": 0.05, "mm": 1.0, "mA": 10.0, "rad/s": 0.1, "V": 0.1, "degC": 1.0}
+# Std floors per unit (docs/REFERENCES.md, Authors' setup): keep near-constant channels from exploding after
+# z-scoring. "%" (Feetech Present Load) is ours: 1 % of the servo's maximum output.
+STD_FLOOR_BY_UNIT = {"rad": 0.05, "mm": 1.0, "mA": 10.0, "%": 1.0, "rad/s": 0.1, "V": 0.1, "degC": 1.0}
+# The effort input per the spec's effort_signal: (feature unit, factor from the ArmState value in SI).
+EFFORT_FEATURE_UNITS: dict[str, tuple[str, float]] = {
+    "current": ("mA", 1000.0),        # A -> mA
+    "load": ("%", 100.0),             # signed fraction of maximum output -> %
+}
 
 
 class FeatureError(ValueError):
@@ -40,7 +48,8 @@ def _feature_layout(spec: RobotSpec) -> list[tuple[str, str, bool]]:
     layout += [(f"goal_position.{m}", "rad", False) for m in motors]
     layout += [(f"position.{j}", "rad", True) for j in arm]
     layout += [("finger_slide", "mm", True)]
-    layout += [(f"current.{m}", "mA", False) for m in motors]
+    unit, _ = EFFORT_FEATURE_UNITS[spec.effort_signal]
+    layout += [(f"{spec.effort_signal}.{m}", unit, False) for m in motors]
     layout += [(f"velocity.{m}", "rad/s", True) for m in motors]
     layout += [(f"voltage.{m}", "V", False) for m in motors]
     layout += [(f"temperature.{m}", "degC", False) for m in motors]
@@ -68,14 +77,14 @@ def std_floors(spec: RobotSpec | None = None) -> np.ndarray:
     return np.array([STD_FLOOR_BY_UNIT[unit] for _, unit, _ in _feature_layout(spec or load_spec())])
 
 
-def compute_features(goal_position, arm_position, gripper_slide, current, velocity, input_voltage, temperature,
+def compute_features(goal_position, arm_position, gripper_slide, effort, velocity, input_voltage, temperature,
                      *, spec: RobotSpec | None = None, xp: Any = np):
     """Feature vectors ``[..., F]`` from frames of raw SI signals (any leading shape, one frame = no leading dims).
 
     goal_position  [..., n_motors]  rad, joint side; gripper as servo angle (JointCommand.position)
     arm_position   [..., n_arm]     rad, joint side (ArmState.position[:n_arm])
     gripper_slide  [...]            m, single-finger slide (ArmState.gripper_slide)
-    current        [..., n_motors]  A
+    effort         [..., n_motors]  the spec's effort signal: current (A) or load (signed fraction)
     velocity       [..., n_motors]  rad/s (gripper: servo angular velocity)
     input_voltage  [..., n_motors]  V
     temperature    [..., n_motors]  degC
@@ -87,7 +96,7 @@ def compute_features(goal_position, arm_position, gripper_slide, current, veloci
     goal = as_array(goal_position)
     arm = as_array(arm_position)
     slide_mm = as_array(gripper_slide) * METRES_TO_MM
-    signals = {"goal_position": goal, "current": as_array(current), "velocity": as_array(velocity),
+    signals = {"goal_position": goal, spec.effort_signal: as_array(effort), "velocity": as_array(velocity),
                "input_voltage": as_array(input_voltage), "temperature": as_array(temperature)}
     for name, value in signals.items():
         if value.shape[-1:] != (n_motors,):
@@ -105,7 +114,7 @@ def compute_features(goal_position, arm_position, gripper_slide, current, veloci
         goal,
         arm,
         slide_mm[..., None],
-        signals["current"] * 1000.0,          # A -> mA
+        signals[spec.effort_signal] * EFFORT_FEATURE_UNITS[spec.effort_signal][1],
         signals["velocity"],
         signals["input_voltage"],
         signals["temperature"],
@@ -124,22 +133,23 @@ def frame_features(arm_state: Any, command_position: Sequence[float], spec: Robo
     if position.shape != (spec.n_motors,):
         raise FeatureError(f"ArmState.position has {position.shape[0]} values, expected {spec.n_motors}")
     return compute_features(np.asarray(command_position, dtype=float), position[: spec.n_arm],
-                            np.asarray(arm_state.gripper_slide, dtype=float), arm_state.current, arm_state.velocity,
+                            np.asarray(arm_state.gripper_slide, dtype=float),
+                            getattr(arm_state, spec.effort_signal), arm_state.velocity,
                             arm_state.input_voltage, arm_state.temperature, spec=spec)
 
 
 def episode_features(columns: dict[str, np.ndarray], spec: RobotSpec | None = None) -> np.ndarray:
     """Vectorised ``[T, F]`` features of one episode from per-frame arrays named like the ArmState fields:
-    ``goal_position [T, n]`` (the command), ``position [T, n]``, ``gripper_slide [T]``, ``current``,
-    ``velocity``, ``input_voltage``, ``temperature`` ``[T, n]``."""
+    ``goal_position [T, n]`` (the command), ``position [T, n]``, ``gripper_slide [T]``, the spec's effort
+    signal (``current`` or ``load``), ``velocity``, ``input_voltage``, ``temperature`` ``[T, n]``."""
     spec = spec or load_spec()
-    missing = [k for k in ("goal_position", "position", "gripper_slide", "current", "velocity", "input_voltage",
-                           "temperature") if k not in columns]
+    missing = [k for k in ("goal_position", "position", "gripper_slide", spec.effort_signal, "velocity",
+                           "input_voltage", "temperature") if k not in columns]
     if missing:
         raise FeatureError(f"episode is missing columns: {missing}")
     position = np.asarray(columns["position"], dtype=float)
     return compute_features(columns["goal_position"], position[:, : spec.n_arm], columns["gripper_slide"],
-                            columns["current"], columns["velocity"], columns["input_voltage"],
+                            columns[spec.effort_signal], columns["velocity"], columns["input_voltage"],
                             columns["temperature"], spec=spec)
 
 

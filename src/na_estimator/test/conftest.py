@@ -15,10 +15,11 @@ from na_estimator.features import HISTORY_LENGTH, SCHEMA_VERSION, feature_names
 
 
 def build_contract_model(path: Path, *, seed: int = 0, metadata_overrides: dict[str, str] | None = None,
-                         history: int = HISTORY_LENGTH) -> Path:
+                         history: int = HISTORY_LENGTH, robot: str | None = None) -> Path:
     """A real ONNX graph with the contract's names and metadata: normalise, average the window,
-    linear heads, sigmoid gate, gated force. Weights are random but fixed by ``seed``."""
-    spec = load_spec()
+    linear heads, sigmoid gate, gated force. Weights are random but fixed by ``seed``. ``robot``: the
+    arm it is made for (default the OpenManipulator-X)."""
+    spec = load_spec(robot)
     names = feature_names(spec)
     n_features, n_motors = len(names), spec.n_motors
     rng = np.random.default_rng(seed)
@@ -65,6 +66,7 @@ def build_contract_model(path: Path, *, seed: int = 0, metadata_overrides: dict[
         "joint_names": json.dumps(spec.joint_names),
         "effort_bounds": json.dumps(spec.effort_bounds.tolist()),
         "dataset_id": "test",
+        "robot": spec.name,
         "outputs": json.dumps(["torque_surrogate", "force_raw", "contact_prob", "force", "condition"]),
     }
     metadata.update(metadata_overrides or {})

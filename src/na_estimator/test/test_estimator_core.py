@@ -23,7 +23,7 @@ NAMES = ["joint1", "joint2", "joint3", "joint4", "gripper"]      # the arm's joi
 def arm_input(stamp: float, rng: np.random.Generator) -> ArmInput:
     return ArmInput(stamp=stamp, names=NAMES, position=rng.uniform(-0.5, 0.5, 5),
                     gripper_slide=float(rng.uniform(0, 0.01)), velocity=rng.uniform(-1, 1, 5),
-                    current=rng.uniform(-0.5, 0.5, 5), input_voltage=rng.uniform(11.5, 12.1, 5),
+                    effort=rng.uniform(-0.5, 0.5, 5), input_voltage=rng.uniform(11.5, 12.1, 5),
                     temperature=rng.uniform(30, 40, 5))
 
 
@@ -81,7 +81,7 @@ def test_streaming_estimates_equal_offline_windows(contract_model) -> None:
     assert all(e is not None for e in streamed)
     columns = {"goal_position": np.tile(command, (20, 1)), "position": np.stack([a.position for a in inputs]),
                "gripper_slide": np.array([a.gripper_slide for a in inputs]),
-               "current": np.stack([a.current for a in inputs]), "velocity": np.stack([a.velocity for a in inputs]),
+               "current": np.stack([a.effort for a in inputs]), "velocity": np.stack([a.velocity for a in inputs]),
                "input_voltage": np.stack([a.input_voltage for a in inputs]),
                "temperature": np.stack([a.temperature for a in inputs])}
     windows = history_windows(episode_features(columns, SPEC), core.model.contract.feature_mean)
@@ -99,7 +99,7 @@ def test_bad_input_never_becomes_an_estimate(contract_model) -> None:
     core.on_command(0.99, np.zeros(5), NAMES)
     assert core.on_arm_state(good, now=1.001) is not None
     nan = arm_input(1.01, rng)
-    nan.current[2] = np.nan
+    nan.effort[2] = np.nan
     assert core.on_arm_state(nan, now=1.011) is None
     volts = arm_input(1.02, rng)
     volts.input_voltage[:] = 40.0

@@ -303,3 +303,44 @@ def test_a_bad_choice_exits_2_naming_it(contract_model, parameter, value) -> Non
     assert result.returncode == 2, result.stderr
     fatal = [line for line in result.stderr.splitlines() if "FATAL" in line]
     assert len(fatal) == 1 and parameter in fatal[0], result.stderr
+
+
+@pytest.mark.node
+def test_an_so101_estimator_reads_present_load_over_dds(ros_graph, model_builder) -> None:
+    from na_msgs.msg import ArmState, JointCommand
+
+    so101 = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
+    ros_graph.spin_timeout = 0.02
+    peer = Peer(ros_graph, model_builder("so101.onnx", robot="so101"), robot="so101")
+    clock = peer.estimator.get_clock()
+    rng = np.random.default_rng(5)
+    command = JointCommand(name=so101, position=[0.1] * 6)
+
+    def publish_fresh() -> None:
+        msg = ArmState(role="follower", name=so101, position=rng.uniform(-0.3, 0.3, 6).tolist(), gripper_slide=0.3,
+                       velocity=[0.0] * 6, current=[0.0] * 6, load=rng.uniform(-0.4, 0.4, 6).tolist(),
+                       input_voltage=[12.0] * 6, temperature=[35.0] * 6, stale=[False] * 6)
+        msg.header.stamp = command.header.stamp = clock.now().to_msg()
+        peer.command_pub.publish(command)
+        peer.state_pub.publish(msg)
+        ros_graph.spin()
+
+    assert ros_graph.wait_for(lambda: len(peer.estimates) >= 5, 10.0, publish_fresh), \
+        peer.estimator.core.last_refusal
+    assert list(peer.estimates[-1].name) == so101 and len(peer.estimates[-1].torque_surrogate) == 6
+
+
+@pytest.mark.node
+def test_a_model_of_another_robot_stops_the_executable_naming_both(model_builder) -> None:
+    import subprocess
+
+    from na_common.ament import find_executable
+
+    omx_model = model_builder("omx.onnx")
+    result = subprocess.run([str(find_executable("na_estimator", "estimator")), "--ros-args", "-p",
+                             f"model_path:={omx_model}", "-p", "robot:=so101"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    fatal = [line for line in result.stderr.splitlines() if "FATAL" in line]
+    assert len(fatal) == 1 and "trained for robot 'open_manipulator_x', this arm is 'so101'" in fatal[0], \
+        result.stderr

@@ -21,18 +21,24 @@ task ids:
   push_px push_nx push_py         press the F/T fixture along +X/-X/+Y/-Y/+Z/-Z (5-20 N)
   push_ny push_pz push_nz
   nopush_px .. nopush_nz          same commanded motion as push_* (same seed), fixture absent
-  pick_place_restricted           Joint 3 restricted (rubber bands), payloads 0 and 200 g
+  pick_place_restricted           the rig's restricted joint (rubber bands; OpenManipulator-X Joint 3,
+                                  SO-101 elbow_flex), payloads 0 and 200 g
 groups: all, free (circles, sweeps, lean_extend), payload (pick_place, go_up_stay), push, nopush,
         contact (push + nopush), condition (pick_place, pick_place_restricted)
 
-payloads (grams) apply to %(payload_tasks)s; default: the paper's sets
-(pick_place / go_up_stay: 0 100 200 300 400 500, pick_place_restricted: 0 200).
+payloads (grams) apply to %(payload_tasks)s; default: the robot's task profile, the paper's sets
+(OpenManipulator-X, Tab. A15: pick_place / go_up_stay 0 100 200 300 400 500, pick_place_restricted 0 200;
+SO-101, Tab. A16: pick_place / go_up_stay 0 200 300 400 500).
 Episode i of a task uses seed SEED+i, so push_* and nopush_* runs pair up.
+robots: omx_x (OpenManipulator-X, default) and so101 (SO-101) run every task; the numbers behind them
+(poses, ranges, press depths, payload sets) are the robot's task profile, na_sim/config/tasks_<robot>.yaml;
+a robot whose profile lists fewer tasks gets only those (and groups hold only those).
 
 examples:
   na-sim generate --tasks all --episodes 10 --seed 0 --out data/episodes
   na-sim generate --tasks push_px nopush_px --episodes 2 --out /tmp/eps --quick
   na-sim generate --tasks pick_place --payloads 250 --episodes 3 --out /tmp/eps
+  na-sim generate --robot so101 --tasks payload free --episodes 2 --out /tmp/so101_eps
 """
 
 
@@ -94,8 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="cut every episode after S simulated seconds")
     gen.add_argument("--ft-always", action="store_true",
                      help="write /ft/wrench in every episode (default: only force_source=ft_sensor tasks)")
+    gen.add_argument("--robot", metavar="ROBOT",
+                     help="robot of the simulated rig: omx_x / open_manipulator_x (default) or so101; selects its "
+                          "rig config (sim_rig, sim_rig_so101) and task profile")
     gen.add_argument("--rig-config", type=Path, metavar="YAML",
-                     help="rig configuration: a YAML file or a name shipped in na_sim/config/ (default: sim_rig)")
+                     help="rig configuration: a YAML file or a name shipped in na_sim/config/ (default: the robot's, "
+                          "sim_rig or sim_rig_so101); its robot: key must match --robot")
     gen.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     gen.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                      help="episodes simulated in parallel worker processes (default: CPU count); "
@@ -126,7 +136,7 @@ def _generate(args: argparse.Namespace) -> int:
 
     options = GenerateOptions(tasks=args.tasks, episodes=args.episodes, seed=args.seed, out=args.out,
                               payloads=args.payloads, quick=args.quick, max_seconds=args.max_seconds,
-                              ft_always=args.ft_always, rig_config=args.rig_config)
+                              ft_always=args.ft_always, rig_config=args.rig_config, robot=args.robot)
     try:
         if args.jobs < 1:
             raise GenerateError(f"--jobs must be at least 1, got {args.jobs}")

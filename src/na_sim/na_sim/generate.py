@@ -5,11 +5,14 @@ servo control tables are read and written the way the arm drivers do over the bu
 generated bag carries the same topics, types, stamps and units as a live recording
 (docs/INTERFACES.md). One cycle of the 100 Hz driver loop (docs/REFERENCES.md, Authors' setup) at time t:
 
-1. leader driver: one Sync Read of Present PWM .. Present Temperature from every leader servo,
-   decoded with ``na_description.xm430`` -> ``/leader/arm_state``, ``/leader/joint_states``;
-   stamp = t + bus time (the read completion, as the drivers stamp it);
+1. leader driver: one Sync Read of the servo family's state block from every leader servo
+   (XM430: Present PWM .. Present Temperature; STS3215: Present Position .. Present Current),
+   decoded with the family's table (:mod:`na_sim.bus_readout`) -> ``/leader/arm_state``,
+   ``/leader/joint_states``; stamp = t + bus time (the read completion, as the drivers stamp it);
 2. follower driver: Sync Write of the last teleop command (one cycle latency), then Sync Read
    -> ``/follower/arm_state``, ``/follower/joint_states``;
+   (the robot comes from the rig config, ``--robot`` or ``--rig-config``; its name is stored in
+   every episode's metadata as ``robot``, the spec name, e.g. ``so101``)
 3. teleop: follower goal = leader pose (clamped to the joint limits) -> ``/follower/command``;
 4. ground truth -> ``/sim/truth/wrench`` (base frame, environment on tool), ``/sim/truth/contact``;
    the operator's grasp flag -> ``/episode/grasp`` (on change and at 10 Hz);
@@ -30,16 +33,26 @@ import numpy as np
 
 from na_common import episode_bag as eb
 from na_common import topics
-from na_description import RobotSpec, load_spec, xm430
+from na_description import RobotSpec, load_spec
 from na_description.model import Kinematics
+from na_sim.bus_readout import arm_bus
 from na_sim.rig import Rig
-from na_sim.rig_config import RigConfig
-from na_sim.tasks import PAYLOAD_TASKS, PUSH_AXES, TASK_IDS, TaskEpisode, TaskError, check_task_name, make_task
+from na_sim.rig_config import RigConfig, RigConfigError, rig_config_for, robot_name
+from na_sim.tasks import (
+    PAYLOAD_TASKS,
+    PUSH_AXES,
+    TASK_IDS,
+    TaskEpisode,
+    TaskError,
+    check_task_name,
+    make_task,
+    profile_of,
+    robot_tasks,
+)
 
 DRIVER_RATE_HZ = 100.0           # teleop/driver loop while recording (docs/REFERENCES.md, Authors' setup)
 FT_RATE_HZ = 200.0               # the authors' F/T sensor rate, ≈200 Hz (docs/REFERENCES.md, Serial F/T sensor)
 GRASP_RATE_HZ = 10.0             # /episode/grasp heartbeat (also sent on every change)
-USB_LATENCY_S = 0.001            # FTDI latency timer set to 1 ms (docs/REFERENCES.md, Protocol 2.0)
 BUS_JITTER_S = 0.0003            # s, uniform extra bus time per transaction (assumed)
 TELEOP_DELAY_S = 0.0002          # s from the leader sample to the published command (assumed)
 FT_FORCE_NOISE_N = 0.02          # N, std of the tared sensor's force noise (assumed, ATI-class sensor)
@@ -47,13 +60,8 @@ FT_TORQUE_NOISE_NM = 0.001       # N·m, std of the torque noise (assumed)
 BASE_STAMP_NS = 1_735_689_600 * 1_000_000_000   # 2025-01-01T00:00:00Z: start of a generated session
 EPISODE_GAP_NS = 5 * 1_000_000_000              # idle time between consecutive generated episodes
 
-# Default payload sets of Table A15: pick & place / go up and stay with 0 (empty) and 100-500 g,
-# the restricted-Joint-3 pick & place with and without 200 g.
-PAPER_PAYLOADS: dict[str, tuple[float, ...]] = {
-    "pick_place": (0.0, 100.0, 200.0, 300.0, 400.0, 500.0),
-    "go_up_stay": (0.0, 100.0, 200.0, 300.0, 400.0, 500.0),
-    "pick_place_restricted": (0.0, 200.0),
-}
+# Default payload sets: the robot's task profile (OpenManipulator-X: Table A15, SO-101: Table A16).
+# Task groups; a robot's group holds the group's tasks its task profile runs.
 TASK_GROUPS: dict[str, tuple[str, ...]] = {
     "all": TASK_IDS,
     "free": ("circle_cw", "circle_ccw", "sweep_joint1", "sweep_joint2", "sweep_joint3", "sweep_joint4",
@@ -68,29 +76,27 @@ TASK_GROUPS: dict[str, tuple[str, ...]] = {
 TOPIC_TYPES: dict[str, str] = topics.EPISODE_TOPICS
 FT_FRAME = "ft_sensor"
 
-_STATE_DTYPE = np.dtype([("pwm", "<i2"), ("current", "<i2"), ("velocity", "<i4"), ("position", "<i4"),
-                         ("velocity_trajectory", "<i4"), ("position_trajectory", "<i4"),
-                         ("input_voltage", "<u2"), ("temperature", "u1")])
-assert _STATE_DTYPE.itemsize == xm430.STATE_BLOCK_LENGTH
-_GOAL = xm430.REGISTERS["goal_position"]
-_BLOCK = slice(xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_START + xm430.STATE_BLOCK_LENGTH)
-_HW_ERROR = xm430.REGISTERS["hardware_error_status"].address
-_GOAL_BYTES = slice(_GOAL.address, _GOAL.end)
-
 
 class GenerateError(ValueError):
     """Bad generator request (unknown task, bad payload list, unusable output directory)."""
 
 
-def resolve_tasks(names: Iterable[str]) -> list[str]:
-    """Expand task ids and group names (``all``, ``free``, ``payload``, ``push``, ...) in order, once each."""
+def resolve_tasks(names: Iterable[str], spec: RobotSpec | None = None) -> list[str]:
+    """Expand task ids and group names (``all``, ``free``, ``payload``, ``push``, ...) in order, once each;
+    with ``spec``, groups hold only the tasks of that robot's task profile and other tasks are refused."""
     out: list[str] = []
+    known = robot_tasks(spec) if spec is not None else TASK_IDS
     for raw in names:
         for name in filter(None, (n.strip() for n in raw.split(","))):
             expanded = TASK_GROUPS.get(name)
-            if expanded is None:
+            if expanded is not None:
+                expanded = tuple(t for t in expanded if t in known)
+                if not expanded:
+                    raise GenerateError(f"group '{name}' has no task robot '{spec.name}' runs "
+                                        f"(its tasks: {', '.join(known)})")
+            else:
                 try:
-                    expanded = (check_task_name(name),)
+                    expanded = (check_task_name(name, spec),)
                 except TaskError as err:
                     raise GenerateError(f"{err}; groups: {', '.join(TASK_GROUPS)}") from None
             out.extend(t for t in expanded if t not in out)
@@ -109,7 +115,8 @@ class GenerateOptions:
     quick: bool = False                         # shorter scripted episodes (tests, smoke runs)
     max_seconds: float | None = None            # cut every episode after this many simulated seconds
     ft_always: bool = False                     # also write /ft/wrench in episodes without a fixture task
-    rig_config: Path | None = None              # default: na_sim/config/sim_rig.yaml
+    rig_config: Path | None = None              # default: the robot's shipped rig config (sim_rig.yaml)
+    robot: str | None = None                    # spec name or omx_x; default: the rig config's robot
     operator: str = "na-sim generate"
 
 
@@ -148,6 +155,17 @@ class GenerateReport:
         return self.sim_seconds / max(self.elapsed_seconds or self.wall_seconds, 1e-9)
 
 
+def load_rig_config(options: GenerateOptions) -> RigConfig:
+    """The run's rig config: ``rig_config``, else the shipped one of ``robot`` (default the OpenManipulator-X's);
+    a rig config of another robot than ``robot`` is a one-line error."""
+    config = RigConfig.from_yaml(options.rig_config if options.rig_config is not None
+                                 else rig_config_for(options.robot))
+    if options.robot is not None and config.robot != robot_name(options.robot):
+        raise RigConfigError(f"rig config {options.rig_config} is for robot '{config.robot}', "
+                             f"not '{robot_name(options.robot)}'")
+    return config
+
+
 PROGRESS_LINE_S = 10.0     # s between plain progress lines when stderr is not a terminal
 
 
@@ -167,10 +185,12 @@ def plan_episodes(options: GenerateOptions) -> list[tuple[str, float, int]]:
     """
     if options.episodes < 1:
         raise GenerateError(f"--episodes must be >= 1, got {options.episodes}")
+    spec = load_spec(load_rig_config(options).robot)
+    profile = profile_of(spec)
     plan = []
-    for task in resolve_tasks(options.tasks):
+    for task in resolve_tasks(options.tasks, spec):
         if task in PAYLOAD_TASKS:
-            payloads = PAPER_PAYLOADS[task] if options.payloads is None else tuple(options.payloads)
+            payloads = profile.payloads.get(task, (0.0,)) if options.payloads is None else tuple(options.payloads)
         else:
             payloads = (0.0,)
         for payload in payloads:
@@ -178,56 +198,6 @@ def plan_episodes(options: GenerateOptions) -> list[tuple[str, float, int]]:
                 raise GenerateError(f"payloads must be masses >= 0 g, got {payload}")
             plan.extend((task, float(payload), options.seed + i) for i in range(options.episodes))
     return plan
-
-
-# ---- the driver side: registers -> ArmState fields --------------------------------------------
-def _bus_seconds(n_bytes: int, baud: int) -> float:
-    """Time on the wire: 10 bits per byte (8N1) plus the USB latency timer."""
-    return n_bytes * 10.0 / baud + USB_LATENCY_S
-
-
-class _ArmBus:
-    """What an arm driver does with one arm's servos each cycle, on the emulated control tables."""
-
-    def __init__(self, spec: RobotSpec, registers, role: str) -> None:
-        self.spec, self.registers, self.role = spec, registers, role
-        self.names = spec.joint_names
-        self.direction = np.array([j.drive_direction for j in spec.joints], dtype=float)
-        self.gripper = next((k for k, j in enumerate(spec.joints) if j.type == "gripper"), None)
-        self.lower, self.upper = spec.servo_angle_limits()
-        n = spec.n_motors
-        # Sync Read: instruction (10 + 4 + n bytes) and n status packets (11 + block bytes).
-        self.read_seconds = _bus_seconds(14 + n + n * (11 + xm430.STATE_BLOCK_LENGTH), spec.baud_rate)
-        # Sync Write of Goal Position: 10 + 4 + n * (1 + 4) bytes, no replies.
-        self.write_seconds = _bus_seconds(14 + n * (1 + _GOAL.size), spec.baud_rate)
-
-    def sync_write_goal(self, goal_joint: np.ndarray) -> None:
-        """Goal Position of every servo. The goal is clamped to the joint limits first, so the
-        servo's own range check cannot refuse it; the bytes go straight into the table."""
-        goal = np.clip(goal_joint, self.lower, self.upper)
-        pulses = xm430.rad_to_pulses(self.spec.joint_to_servo(goal))
-        for regs, value in zip(self.registers, pulses.tolist(), strict=True):
-            regs.set(_GOAL.name, value)
-
-    def sync_read(self) -> dict[str, np.ndarray]:
-        """The state block of every servo (one consistent table copy each, as a status packet is)."""
-        tables = [regs.snapshot() for regs in self.registers]
-        raw = b"".join(table[_BLOCK] for table in tables)
-        block = np.frombuffer(raw, dtype=_STATE_DTYPE)
-        errors = np.array([table[_HW_ERROR] for table in tables], dtype=np.uint8)
-        goal_pulses = np.frombuffer(b"".join(table[_GOAL_BYTES] for table in tables), dtype="<i4")
-        d = self.direction
-        return {
-            "position": self.spec.servo_to_joint(xm430.pulses_to_rad(block["position"])),
-            "velocity": d * xm430.velocity_units_to_rad_s(block["velocity"]),
-            "current": d * xm430.current_units_to_amp(block["current"]),
-            "pwm": d * xm430.pwm_units_to_fraction(block["pwm"]),
-            "input_voltage": xm430.voltage_units_to_volt(block["input_voltage"]),
-            "temperature": block["temperature"] * xm430.TEMPERATURE_UNIT_C,
-            "hardware_error": errors,
-            # What the servo was last commanded (the driver knows it from its own Sync Write).
-            "goal_position": self.spec.servo_to_joint(xm430.pulses_to_rad(goal_pulses)),
-        }
 
 
 class _Messages:
@@ -261,7 +231,7 @@ class _Messages:
             header=header, role=role, name=self.names, position=s["position"],
             gripper_slide=self.slide(s["position"][g]), goal_gripper_slide=self.slide(goal[g]),
             velocity=s["velocity"], goal_position=goal, current=s["current"], pwm=s["pwm"],
-            load=self.empty,                 # the XM430 rig: no load register (ArmState.load stays empty)
+            load=s["load"],                  # STS3215: Present Load; XM430: empty (no such register)
             input_voltage=s["input_voltage"], temperature=s["temperature"], hardware_error=s["hardware_error"],
             stale=self.no_stale, timeout_errors=0, crc_errors=0, partial_errors=0, dropped_cycles=0,
             bus_cycle_duration=bus_seconds)
@@ -299,8 +269,8 @@ def run_episode(rig: Rig, episode: TaskEpisode, writer: eb.EpisodeWriter, start_
     spec = rig.spec
     msgs = _Messages(spec)
     rng = np.random.default_rng([episode.seed, 0xB2])
-    leader_bus = _ArmBus(spec, rig.leader_registers, "leader")
-    follower_bus = _ArmBus(spec, rig.follower_registers, "follower")
+    leader_bus = arm_bus(rig.family.name, spec, rig.leader_registers)
+    follower_bus = arm_bus(rig.family.name, spec, rig.follower_registers)
     for topic, msgtype in TOPIC_TYPES.items():
         if topic != topics.FT_WRENCH or with_ft:
             writer.add_topic(topic, msgtype)
@@ -315,11 +285,11 @@ def run_episode(rig: Rig, episode: TaskEpisode, writer: eb.EpisodeWriter, start_
 
     # Both arms start where the operator holds the leader; the follower driver enables torque there.
     for regs in (*rig.leader_registers, *rig.follower_registers):
-        regs.reboot()
+        rig.family.power_up(regs)
     rig.reset(seed=episode.seed, pose=leader_poses[0])
     rig.configure_follower()
     rig.set_fixture(episode.fixture)
-    rig.set_joint3_restriction(episode.restricted_joint3)
+    rig.set_restriction(episode.restricted)
     payload_kg = episode.payload_kg
     grasped = False
     pending_command: np.ndarray | None = None
@@ -385,9 +355,10 @@ def run_episode(rig: Rig, episode: TaskEpisode, writer: eb.EpisodeWriter, start_
     return n_cycles * dt, physics
 
 
-def episode_metadata(episode: TaskEpisode, options: GenerateOptions, start_ns: int) -> dict:
+def episode_metadata(episode: TaskEpisode, options: GenerateOptions, start_ns: int, robot: str) -> dict:
+    """The episode's metadata: the task's keys, the robot (spec name) and the generator's keys."""
     meta = episode.metadata()
-    meta.update(source="generated", operator=options.operator, start_stamp=start_ns,
+    meta.update(robot=robot, source="generated", operator=options.operator, start_stamp=start_ns,
                 notes=f"na-sim generate, run seed {options.seed}" + (", quick" if options.quick else ""))
     return meta
 
@@ -405,17 +376,18 @@ def _run_planned(options: GenerateOptions, planned: tuple[str, float, int], epis
                  on_progress: Callable[[float], None] | None = None) -> EpisodeResult:
     """Plan, simulate and write one episode; the rig is built once per process and reset per episode,
     so an episode's bag depends only on (run seed, task, payload, episode seed), not on the worker."""
-    key = f"{options.seed}:{options.rig_config}"
+    key = f"{options.seed}:{options.rig_config}:{options.robot}"
     if key not in _WORKER_RIG:
-        config = RigConfig.from_yaml(options.rig_config)
-        spec = load_spec()
+        config = load_rig_config(options)
+        spec = load_spec(config.robot)
         _WORKER_RIG.clear()
         _WORKER_RIG[key] = (config, spec, Kinematics(spec), Rig(config, seed=options.seed, spec=spec))
     config, spec, kin, rig = _WORKER_RIG[key]
     task, payload, seed = planned
     episode = make_task(task, seed, payload, quick=options.quick, spec=spec, kinematics=kin,
                         fixture_half_size=float(config.fixture_half_size[0]), tool_radius=config.tool_collider_radius)
-    writer = eb.EpisodeWriter(options.out, {**episode_metadata(episode, options, start_ns), "episode_id": episode_id})
+    writer = eb.EpisodeWriter(options.out, {**episode_metadata(episode, options, start_ns, spec.name),
+                                            "episode_id": episode_id})
     wall = time.perf_counter()
     try:
         sim_seconds, physics = run_episode(rig, episode, writer, start_ns,
@@ -444,8 +416,8 @@ def generate(options: GenerateOptions, *, progress: bool = True, log: Callable[[
     out = Path(options.out)
     if out.exists() and not out.is_dir():
         raise GenerateError(f"--out {out} exists and is not a directory")
-    config = RigConfig.from_yaml(options.rig_config)
-    spec = load_spec()
+    config = load_rig_config(options)
+    spec = load_spec(config.robot)
     kin = Kinematics(spec)
     episodes = [make_task(task, seed, payload, quick=options.quick, spec=spec, kinematics=kin,
                           fixture_half_size=float(config.fixture_half_size[0]),

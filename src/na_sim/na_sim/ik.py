@@ -1,8 +1,10 @@
-"""Inverse kinematics of the 4-revolute-joint arm: tool position plus tool pitch.
+"""Inverse kinematics of the arm's leading revolute joints: tool position plus tool pitch.
 
-The OpenManipulator-X joints 2-4 all turn about the link y axes, so the tool's pitch in the
-arm plane is q2 + q3 + q4 (positive = tool tilted down). Position (3) and pitch (1) pin the
-four arm joints; damped least squares on the MuJoCo tool Jacobian solves for them.
+The robot's task profile (:mod:`na_sim.task_profile`) names the IK joints (four: a base yaw
+joint and three joints turning about parallel axes in the arm plane) and the pitch row, so that
+the tool's pitch in the arm plane is ``pitch_row . q`` (positive = tool tilted down). Position (3)
+and pitch (1) pin the four joints; damped least squares on the MuJoCo tool Jacobian solves for
+them. Arm joints past the IK joints (the SO-101's wrist roll) keep the values in ``hold``.
 """
 
 from __future__ import annotations
@@ -10,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from na_description.model import Kinematics
-
-PITCH_ROW = np.array([0.0, 1.0, 1.0, 1.0])   # d(pitch)/dq for joints 1-4
+from na_sim.task_profile import TaskProfile
 
 
 class IKError(RuntimeError):
@@ -22,50 +23,57 @@ class IKError(RuntimeError):
         self.error = error          # m, remaining position error of the best attempt
 
 
-def tool_pitch(q_arm: np.ndarray) -> float:
-    return float(PITCH_ROW @ np.asarray(q_arm, dtype=float)[:4])
+def tool_pitch(q_arm: np.ndarray, profile: TaskProfile) -> float:
+    row = profile.pitch_row
+    return float(row @ np.asarray(q_arm, dtype=float)[: len(row)])
 
 
-def solve_ik(kin: Kinematics, target: np.ndarray, pitch: float, q_init: np.ndarray, *,
-             margin: float = 0.05, tol: float = 2e-4, max_iter: int = 200, damping: float = 1e-3) -> np.ndarray:
-    """Arm joints (4, rad) that put the tool at ``target`` (m, base frame) with ``pitch`` (rad).
+def solve_ik(kin: Kinematics, profile: TaskProfile, target: np.ndarray, pitch: float, q_init: np.ndarray, *,
+             hold: np.ndarray | None = None, margin: float = 0.05, tol: float = 2e-4, max_iter: int = 200,
+             damping: float = 1e-3) -> np.ndarray:
+    """IK joints (rad) that put the tool at ``target`` (m, base frame) with ``pitch`` (rad).
 
     Starts from ``q_init`` (continuity along a path); when that start gets stuck against a
-    joint limit, retries from elbow-up starting configurations. Stays ``margin`` rad inside
-    the spec's joint limits; raises :class:`IKError` when the position error exceeds ``tol`` (m).
+    joint limit, retries from the profile's elbow-up starting configurations. ``hold``: values of
+    the arm joints after the IK joints (default 0). Stays ``margin`` rad inside the spec's joint
+    limits; raises :class:`IKError` when the position error exceeds ``tol`` (m).
     """
     target = np.asarray(target, dtype=float)
-    yaw = float(np.arctan2(target[1], target[0]))
-    starts = [np.asarray(q_init, dtype=float)[:4]]
-    starts += [np.array([yaw, q2, q3, pitch - q2 - q3]) for q2, q3 in ((-0.5, 0.5), (0.3, -0.3), (-1.0, 1.0),
-                                                                        (0.6, -1.0), (-0.2, 1.2))]
+    n = len(profile.ik)
+    yaw = profile.yaw_sign * float(np.arctan2(target[1], target[0]))
+    starts = [np.asarray(q_init, dtype=float)[:n]]
+    starts += [np.array([yaw, a, b, pitch - a - b]) for a, b in profile.ik_starts]
+    rest = np.zeros(len(profile.arm) - n) if hold is None else np.asarray(hold, dtype=float)
     best: IKError | None = None
     for start in starts:
         try:
-            return _solve_from(kin, target, pitch, start, margin, tol, max_iter, damping)
+            return _solve_from(kin, profile, target, pitch, start, rest, margin, tol, max_iter, damping)
         except IKError as err:
             best = best if best is not None and best.error <= err.error else err
     raise best
 
 
-def _solve_from(kin: Kinematics, target: np.ndarray, pitch: float, q_init: np.ndarray, margin: float, tol: float,
-                max_iter: int, damping: float) -> np.ndarray:
+def _solve_from(kin: Kinematics, profile: TaskProfile, target: np.ndarray, pitch: float, q_init: np.ndarray,
+                rest: np.ndarray, margin: float, tol: float, max_iter: int, damping: float) -> np.ndarray:
     spec = kin.spec
-    lower = spec.lower[:4] + margin
-    upper = spec.upper[:4] - margin
-    q = np.clip(np.asarray(q_init, dtype=float)[:4].copy(), lower, upper)
+    n = len(profile.ik)
+    row = profile.pitch_row
+    lower = spec.lower[:n] + margin
+    upper = spec.upper[:n] - margin
+    q = np.clip(np.asarray(q_init, dtype=float)[:n].copy(), lower, upper)
     # Pitch error weighted to metres: 0.1 m per rad keeps both residuals comparable.
     pitch_weight = 0.1
     error = np.inf
     for _ in range(max_iter):
-        pos_err = target - kin.tool_position(q)
-        pitch_err = pitch - tool_pitch(q)
+        arm = np.concatenate([q, rest]) if len(rest) else q
+        pos_err = target - kin.tool_position(arm)
+        pitch_err = pitch - float(row @ q)
         error = float(np.linalg.norm(pos_err))
         if error < tol and abs(pitch_err) * pitch_weight < tol:
             return q
-        jac = np.vstack([kin.tool_jacobian(q), pitch_weight * PITCH_ROW])
+        jac = np.vstack([kin.tool_jacobian(arm)[:, :n], pitch_weight * row])
         residual = np.concatenate([pos_err, [pitch_weight * pitch_err]])
-        step = jac.T @ np.linalg.solve(jac @ jac.T + damping**2 * np.eye(4), residual)
+        step = jac.T @ np.linalg.solve(jac @ jac.T + damping**2 * np.eye(n), residual)
         # Limit the step so the linearisation holds.
         step *= min(1.0, 0.3 / max(np.max(np.abs(step)), 1e-12))
         q = np.clip(q + step, lower, upper)

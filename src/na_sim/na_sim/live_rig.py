@@ -1,7 +1,8 @@
 """``na-sim rig``: the simulated rig live, behind the same wires as the real hardware (ROS-free).
 
-Starts the physics (``Rig`` + ``RealtimeRunner``), one Protocol 2.0 bus emulator per arm (leader
-and follower, IDs 11-15 at 1 Mbps, each on its own pty), the ATI Net F/T UDP emulator and the
+Starts the physics (``Rig`` + ``RealtimeRunner``), one servo bus emulator per arm (leader and
+follower, each on its own pty, the robot spec's servo IDs and baud rate; the OpenManipulator-X's
+XM430s on Protocol 2.0, the SO-101's STS3215s on Protocol 0), the ATI Net F/T UDP emulator and the
 serial F/T emulator fed by the rig's true sensor wrench, and optionally a scripted operator that
 moves the leader arm through a task of ``na_sim.tasks``. It prints (and with ``--info-out`` writes
 as JSON) the pty paths and the UDP port, then runs until SIGINT/SIGTERM or ``--duration``.
@@ -22,20 +23,22 @@ from typing import Any
 import numpy as np
 
 from na_common.netft import RDT_PORT
-from na_sim.dxl_emulator import DxlBusEmulator
 from na_sim.faults import DxlFaults, FtFaults
 from na_sim.ft_emulator import NetFtEmulator, SerialFtEmulator
 from na_sim.press_task import PRESS_TASK
 
-BUS_BAUD = 1_000_000              # docs/REFERENCES.md, Authors' setup: the authors' arms run at 1 Mbps
 OPERATOR_RATE_HZ = 100.0          # how often the scripted operator moves the leader
 GIL_SWITCH_INTERVAL_S = 5e-4      # physics, two buses and two sensors share one interpreter
 
 
 def add_rig_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Options of ``na-sim rig`` (shared by the na-sim CLI and ``python -m na_sim.live_rig``)."""
+    parser.add_argument("--robot", default=None,
+                        help="robot of the rig: omx_x / open_manipulator_x (default) or so101; selects its shipped "
+                             "rig config (sim_rig, sim_rig_so101) unless --config names one")
     parser.add_argument("--config", default=None,
-                        help="rig configuration: a YAML file or a name shipped in na_sim/config/ (default: sim_rig)")
+                        help="rig configuration: a YAML file or a name shipped in na_sim/config/ (default: the "
+                             "robot's); its robot: key must match --robot")
     parser.add_argument("--seed", type=int, default=0, help="rig seed: servo individuality and noise (default 0)")
     parser.add_argument("--task", default=None,
                         help="scripted operator task for the leader arm (see na_sim.tasks); default: none, "
@@ -101,7 +104,7 @@ class ScriptedOperator:
     def _begin(self, episode: Any) -> float:
         self.rig.set_payload(None)
         self.rig.set_fixture(episode.fixture)
-        self.rig.set_joint3_restriction(episode.restricted_joint3)
+        self.rig.set_restriction(episode.restricted)
         self.episodes += 1
         return time.monotonic()
 
@@ -253,12 +256,21 @@ def run_live_rig(args: argparse.Namespace) -> int:
         print(f"na-sim rig: {problem}", file=sys.stderr)
         return 2
     from na_sim.rig import RealtimeRunner, Rig
-    from na_sim.rig_config import RigConfig, RigConfigError
-    from na_sim.tasks import TaskError
+    from na_sim.rig_config import RigConfig, RigConfigError, rig_config_for, robot_name
+    from na_sim.tasks import TaskError, check_task_name
 
     try:
-        config = RigConfig.from_yaml(args.config)
-    except RigConfigError as exc:
+        config = RigConfig.from_yaml(args.config if args.config else rig_config_for(args.robot))
+        if args.robot is not None and config.robot != robot_name(args.robot):
+            raise RigConfigError(f"rig config {args.config} is for robot '{config.robot}', "
+                                 f"not '{robot_name(args.robot)}'")
+        if args.task == PRESS_TASK and config.robot != robot_name("omx_x"):
+            raise TaskError(f"task '{PRESS_TASK}' is planned for the OpenManipulator-X, not '{config.robot}'")
+        if args.task is not None and args.task != PRESS_TASK:
+            from na_description import load_spec
+
+            check_task_name(args.task, load_spec(config.robot))
+    except (RigConfigError, TaskError) as exc:
         print(f"na-sim rig: {exc}", file=sys.stderr)
         return 2
     print("na-sim rig: building the rig ...", flush=True)
@@ -283,9 +295,10 @@ def run_live_rig(args: argparse.Namespace) -> int:
         return rig.truth.sensor_wrench
 
     runner = RealtimeRunner(rig)
-    leader_bus = DxlBusEmulator(rig.leader_registers, baud_rate=BUS_BAUD, wire_time=args.wire_time, faults=dxl_faults)
-    follower_bus = DxlBusEmulator(rig.follower_registers, baud_rate=BUS_BAUD, wire_time=args.wire_time,
-                                  faults=dxl_faults)
+    baud = rig.spec.baud_rate
+    leader_bus = rig.family.make_bus(rig.leader_registers, baud_rate=baud, wire_time=args.wire_time, faults=dxl_faults)
+    follower_bus = rig.family.make_bus(rig.follower_registers, baud_rate=baud, wire_time=args.wire_time,
+                                       faults=dxl_faults)
     netft = None if args.no_netft else NetFtEmulator(sensor_wrench, port=args.netft_port, rate_hz=args.netft_rate,
                                                      faults=ft_faults)
     serial_ft = None if args.no_serial_ft else SerialFtEmulator(sensor_wrench, rate_hz=args.serial_ft_rate,
@@ -304,8 +317,9 @@ def run_live_rig(args: argparse.Namespace) -> int:
         info = {
             "leader_port": leader_bus.port_path,
             "follower_port": follower_bus.port_path,
+            "robot": rig.spec.name,
             "servo_ids": [r.servo_id for r in rig.follower_registers],
-            "baud_rate": BUS_BAUD,
+            "baud_rate": baud,
             "netft": None if netft is None else {"host": netft.address[0], "port": netft.port},
             "serial_ft_port": None if serial_ft is None else serial_ft.port_path,
             "task": args.task,
@@ -353,7 +367,7 @@ def _remove_own_info(path: Path | None) -> None:
 
 
 def _supervise(args: argparse.Namespace, stop: threading.Event, rig: Any, runner: Any,
-               operator: ScriptedOperator | None, buses: tuple[DxlBusEmulator, ...],
+               operator: ScriptedOperator | None, buses: tuple[Any, ...],
                netft: NetFtEmulator | None) -> int:
     """Wait for a stop; print a status line every ``--status-every`` s; 1 if a part failed."""
     deadline = time.monotonic() + args.duration if args.duration > 0 else None

@@ -24,6 +24,7 @@ from na_common.fixture import FixturePose
 from na_description import RobotSpec, load_spec
 from na_description.model import Kinematics
 from na_sim.ik import solve_ik
+from na_sim.tasks import profile_of
 
 PRESS_TASK = "press_hold"
 
@@ -74,7 +75,7 @@ def make_press_episode(seed: int, *, spec: RobotSpec | None = None, kinematics: 
     payload = float(rng.uniform(*PAYLOAD_RANGE))
     fixture = FixturePose((float(xy[0]), float(xy[1]), face - fixture_half_size))
     hover = np.array([FIXTURE_XY[0], FIXTURE_XY[1], HOVER_HEIGHT])
-    arm = solve_ik(kin, hover, TOOL_PITCH, np.array([0.0, -0.3, 0.3, 1.35]))
+    arm = solve_ik(kin, profile_of(spec), hover, TOOL_PITCH, np.array([0.0, -0.3, 0.3, 1.35]))
     start = np.append(arm, float(spec.gripper.slide_to_angle(GRIP_SLIDE)))
     return PressEpisode(int(seed), face, payload, fixture, hover, start)
 
@@ -91,6 +92,7 @@ class PressExpert:
                  kinematics: Kinematics | None = None) -> None:
         self.episode = episode
         self.kin = kinematics or Kinematics(spec or load_spec())
+        self.profile = profile_of(self.kin.spec)
         self.height = float(episode.hover[2])
         self.phase = "wait"
         self.since = 0.0              # s in the current phase
@@ -124,7 +126,7 @@ class PressExpert:
 
     def pose(self) -> np.ndarray:
         target = np.array([self.episode.hover[0], self.episode.hover[1], self.height])
-        self._q_arm = solve_ik(self.kin, target, TOOL_PITCH, self._q_arm)
+        self._q_arm = solve_ik(self.kin, self.profile, target, TOOL_PITCH, self._q_arm)
         return np.append(self._q_arm, self.episode.start_pose[4])
 
 

@@ -1,14 +1,20 @@
-"""The simulated rig, ROS-free: a MuJoCo follower arm driven by XM430 servo models, a kinematic
-leader arm, payloads, an F/T fixture, the Joint 3 restriction and the ground truth.
+"""The simulated rig, ROS-free: a MuJoCo follower arm driven by servo models, a kinematic leader
+arm, payloads, an F/T fixture, the restricted joint and the ground truth.
 
-* Follower: the OpenManipulator-X MJCF (``na_description``) plus a tool collider, a payload body
-  and a mocap fixture. Each joint gets the torque its servo's output shaft delivers
-  (:class:`~na_sim.servo_model.ServoBank`), which tracks the goals in the follower's registers.
-  MuJoCo's own joint damping/friction loss are zeroed: the servo model carries the friction.
+The rig config names the robot (``robot:``, its spec from ``na_description``) and the servo
+physics (``servo_config``, whose ``family`` picks the firmware and control table:
+:mod:`na_sim.sim_family`); nothing here names a joint or a servo family.
+
+* Follower: the robot's MJCF plus a tool collider, a payload body and a mocap fixture. Each joint
+  gets the torque its servo's output shaft delivers (:func:`~na_sim.servo_model.make_servo_bank`),
+  which tracks the goals in the follower's registers. MuJoCo's own joint damping/friction loss
+  are zeroed: the servo model carries the friction.
 * Leader: torque off and moved by the operator (kinesthetic teaching). It has no dynamics, only
   registers: present position/velocity from the operator's pose, current near zero.
-* Both arms' control tables are :class:`~na_sim.servo_registers.ServoRegisters` (spec order, IDs
-  11-15) that the Protocol 2.0 emulator serves; every access holds the servo's ``lock``.
+* Both arms' control tables are the family's emulated tables in spec order with the spec's servo
+  IDs (XM430: :class:`~na_sim.servo_model.SimulatedServoRegisters`, served by the Protocol 2.0
+  emulator; STS3215: :class:`~na_sim.sts_registers.StsServoRegisters`, Protocol 0); every access
+  holds the servo's ``lock``.
 
 Coordinates: poses given to and read from the rig are joint side (rad) in spec order with the
 gripper as its servo angle, as in ``ArmState``; MuJoCo holds the gripper as the finger slide (m).
@@ -26,18 +32,19 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from na_common.episode_bag import NOMINAL_CONDITION, restricted_condition
 from na_common.fixture import FixturePose
-from na_description import load_spec, xm430
+from na_description import load_spec
 from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
 from na_description.spec import RobotSpec
-from na_sim.rig_config import RigConfig, parse_fixture
-from na_sim.servo_model import ServoBank, ServoParams, SimulatedServoRegisters, SupplyBus
+from na_sim.rig_config import RigConfig, RigConfigError, parse_fixture
+from na_sim.servo_model import ServoBank, ServoParams, SupplyBus, make_servo_bank
+from na_sim.sim_family import sim_family
 
 GRAVITY = 9.81                      # m/s², the payload label of docs/INTERFACES.md
 PARKED_FIXTURE = np.array([0.0, 0.0, -10.0])   # where the fixture waits when the episode has none
 
-CONDITION_NOMINAL = "nominal"
-CONDITION_RESTRICTED = "restricted_joint3"
+CONDITION_NOMINAL = NOMINAL_CONDITION
 
 
 @dataclass(frozen=True)
@@ -52,10 +59,10 @@ class RigTruth:
     sensor_wrench: np.ndarray       # (6,) N, N·m: wrench the tool applies to the F/T sensor, sensor frame
     payload_kg: float               # 0.0 when nothing is held
     grasp: bool                     # a payload is attached
-    condition: str                  # "nominal" | "restricted_joint3"
-    joint_position: np.ndarray      # (5,) follower, joint side (gripper: servo angle, rad)
-    joint_velocity: np.ndarray      # (5,) rad/s
-    servo_torque: np.ndarray        # (5,) N·m, torque each follower servo's output shaft delivers
+    condition: str                  # "nominal" | "restricted_<the spec's condition_joint>"
+    joint_position: np.ndarray      # (n_motors,) follower, joint side (gripper: servo angle, rad)
+    joint_velocity: np.ndarray      # (n_motors,) rad/s
+    servo_torque: np.ndarray        # (n_motors,) N·m, torque each follower servo's output shaft delivers
     fixture: FixturePose | None     # the fixture pose of this episode
 
 
@@ -86,14 +93,18 @@ def _build_model(spec: RobotSpec, config: RigConfig) -> mujoco.MjModel:
 class Rig:
     """Leader and follower arm, payload, fixture and restriction; see the module docstring.
 
-    ``step(dt)`` advances the physics by ``dt`` (default one model timestep, 4.25 ms) in MuJoCo
+    ``step(dt)`` advances the physics by ``dt`` (default one rig timestep, ``timestep_s``) in MuJoCo
     steps no longer than the timestep; registers are read once at the start and written once at
     the end of each call. All public methods are thread-safe (``lock``).
     """
 
     def __init__(self, config: RigConfig | None = None, seed: int = 0, spec: RobotSpec | None = None) -> None:
         self.config = config or RigConfig.from_yaml()
-        self.spec = spec or load_spec()
+        self.spec = spec or load_spec(self.config.robot)
+        if self.spec.name != self.config.robot:
+            raise RigConfigError(f"rig config is for robot '{self.config.robot}', the spec is '{self.spec.name}': "
+                                 f"use that robot's rig config (robot: {self.spec.name})")
+        self.family = sim_family(self.config.servo_family, self.spec)
         self.lock = threading.RLock()
         self.seed = int(seed)
         cfg, spec = self.config, self.spec
@@ -121,7 +132,8 @@ class Rig:
         self._grip_qpos = int(self._qpos[self._gripper[0]])
         self._grip_dof = int(self._dof[self._gripper[0]])
         self._grasp_stop: float | None = None       # slide where a held object stops the finger
-        self._j3 = names.index("joint3")
+        self._restricted_joint = names.index(spec.condition_joint)
+        self.restricted_condition = restricted_condition(spec.condition_joint)
         self._tool_geom = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, "tool_collider")
         self._fixture_geom = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, "ft_fixture_geom")
         self._fixture_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "ft_fixture")
@@ -129,14 +141,14 @@ class Rig:
         self._payload_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "payload")
         self._contact_force = np.zeros(6)
 
-        self.leader_registers = [SimulatedServoRegisters(sid) for sid in spec.servo_ids]
-        self.follower_registers = [SimulatedServoRegisters(sid) for sid in spec.servo_ids]
+        self.leader_registers = [self.family.make_registers(sid) for sid in spec.servo_ids]
+        self.follower_registers = [self.family.make_registers(sid) for sid in spec.servo_ids]
         n = spec.n_motors
         follower_params = ServoParams.from_yaml(cfg.servo_config, n, seed=self.seed).worn(cfg.follower_wear)
         leader_params = ServoParams.from_yaml(cfg.servo_config, n, seed=self.seed + 7919)
         self._rng = np.random.default_rng(self.seed)
-        self.follower = ServoBank(follower_params, self._bus(), self._rng, cfg.ambient_temperature)
-        self.leader = ServoBank(leader_params, self._bus(), self._rng, cfg.ambient_temperature)
+        self.follower = make_servo_bank(follower_params, self._bus(), self._rng, cfg.ambient_temperature)
+        self.leader = make_servo_bank(leader_params, self._bus(), self._rng, cfg.ambient_temperature)
         self._leader_noise = np.full(n, cfg.leader_current_noise)
         self.time, self.payload_kg, self.fixture, self.restricted = 0.0, 0.0, None, False
         self._servo_torque = np.zeros(n)
@@ -185,7 +197,7 @@ class Rig:
             self._servo_torque = np.zeros(self.spec.n_motors)
             self.set_payload(None)
             self.set_fixture(None)
-            self.set_joint3_restriction(False)
+            self.set_restriction(False)
             low, high = cfg.initial_warmup
             theta = self.spec.joint_to_servo(pose)
             for bank in (self.follower, self.leader):
@@ -207,14 +219,15 @@ class Rig:
         """Write what the arm driver writes before teleoperation: mode and gains from ``follower_setup``,
         Goal Position = Present Position, then Torque Enable (for offline use without a driver)."""
         cfg = self.config
+        p_gain, i_gain, d_gain = self.family.gain_registers
         with self.lock:
             for k, regs in enumerate(self.follower_registers):
                 with regs.lock:
                     regs.set("torque_enable", 0)
                     regs.set("operating_mode", cfg.follower_mode)
-                    regs.set("position_p_gain", cfg.follower_p_gain[k])
-                    regs.set("position_i_gain", cfg.follower_i_gain[k])
-                    regs.set("position_d_gain", cfg.follower_d_gain[k])
+                    regs.set(p_gain, cfg.follower_p_gain[k])
+                    regs.set(i_gain, cfg.follower_i_gain[k])
+                    regs.set(d_gain, cfg.follower_d_gain[k])
                     regs.set("goal_position", regs.get("present_position"))
                     regs.set("torque_enable", int(torque))
 
@@ -231,16 +244,14 @@ class Rig:
                 self._joint_direction * np.asarray(velocity, dtype=float)
 
     def set_follower_goal(self, q_joint) -> None:
-        """Convenience for offline use: write Goal Position (pulses) for a joint-side pose."""
+        """Convenience for offline use: write Goal Position (the family's steps) for a joint-side pose."""
         q = np.asarray(q_joint, dtype=float)
         self._check_pose(q)
-        pulses = xm430.rad_to_pulses(self.spec.joint_to_servo(q))
+        shaft = self.spec.joint_to_servo(q)
         with self.lock:
-            for regs, goal in zip(self.follower_registers, pulses.tolist(), strict=True):
+            for regs, angle in zip(self.follower_registers, shaft.tolist(), strict=True):
                 with regs.lock:
-                    direction = -1 if regs.get("drive_mode") & 1 else 1
-                    center = xm430.POSITION_CENTER
-                    regs.set("goal_position", direction * (goal - center) + center + regs.get("homing_offset"))
+                    regs.set("goal_position", self.family.goal_value(regs, angle))
 
     def set_payload(self, mass_kg: float | None) -> None:
         """Attach a payload of ``mass_kg`` at the tool (a grasp) or release it (None or 0)."""
@@ -288,17 +299,21 @@ class Rig:
         standoff = self.config.fixture_half_size[axis] + self.config.tool_collider_radius
         return np.asarray(self.fixture.position) - standoff * direction, direction
 
-    def set_joint3_restriction(self, on: bool) -> None:
-        """Rubber bands across Joint 3: extra spring toward ``rest_angle``, damping and friction."""
+    def set_restriction(self, on: bool) -> None:
+        """Rubber bands across the spec's condition joint (OpenManipulator-X: joint3, SO-101: elbow_flex),
+        the ``restriction`` section of the rig config: extra spring toward ``rest_angle``, damping, friction."""
         cfg = self.config
+        k = self._restricted_joint
         with self.lock:
-            jid, dof, qadr = self._jnt[self._j3], self._dof[self._j3], self._qpos[self._j3]
+            jid, dof, qadr = self._jnt[k], self._dof[k], self._qpos[k]
             self.restricted = bool(on)
             self.model.jnt_stiffness[jid] = cfg.restriction_stiffness if on else 0.0
             self.model.qpos_spring[qadr] = cfg.restriction_rest_angle
             self.model.dof_damping[dof] = cfg.restriction_damping if on else 0.0
             self.model.dof_frictionloss[dof] = cfg.restriction_friction if on else 0.0
             self._truth = self._compute_truth()
+
+    set_joint3_restriction = set_restriction     # the OpenManipulator-X's name of it
 
     def set_supply_voltage(self, volts: float) -> None:
         """Fault injection: change the follower's supply voltage (the bus still sags under load)."""
@@ -321,7 +336,7 @@ class Rig:
 
     @property
     def condition(self) -> str:
-        return CONDITION_RESTRICTED if self.restricted else CONDITION_NOMINAL
+        return self.restricted_condition if self.restricted else CONDITION_NOMINAL
 
     # ---- stepping ----------------------------------------------------------------------------
     def step(self, dt: float | None = None, registers: bool = True) -> RigTruth:
@@ -360,7 +375,7 @@ class Rig:
             return self._truth
 
     def advance(self, seconds: float) -> RigTruth:
-        """Step for ``seconds`` (rounded to whole timesteps) in data-frame chunks (4 timesteps each)."""
+        """Step for ``seconds`` (rounded to whole timesteps) in data-frame chunks (the spec's frame period)."""
         remaining = max(1, round(seconds / self.config.timestep_s))
         chunk = max(1, round(self.spec.frame_period / self.config.timestep_s))
         while remaining > 0:

@@ -1,7 +1,11 @@
 """Configuration of the simulated rig (``na_sim/na_sim/config/sim_rig.yaml``), ROS-free.
 
 The shipped YAML files live beside this module in ``na_sim/config/``; ``find_config`` resolves a
-name there or takes a path (:mod:`na_common.config_files`).
+name there or takes a path (:mod:`na_common.config_files`). A rig config belongs to one robot
+(``robot:``, a shipped spec name, default the OpenManipulator-X): per-servo lists have one value
+per joint of that robot's spec. The joint the ``restriction`` bands act on is the spec's
+``condition_joint``. ``sim_rig.yaml`` is the OpenManipulator-X rig, ``sim_rig_so101.yaml`` the
+SO-101's; :func:`rig_config_for` names a robot's shipped rig config.
 """
 
 from __future__ import annotations
@@ -12,10 +16,14 @@ from pathlib import Path
 
 from na_common.config_files import ConfigFileError, resolve_config
 from na_common.fixture import FixturePose, FixturePoseError
+from na_description.spec import ROBOT_ALIASES
 from na_description.yaml_file import load_yaml_mapping
 
 RIG_CONFIG_NAME = "sim_rig.yaml"
 SERVO_CONFIG_NAME = "servo_xm430.yaml"
+DEFAULT_ROBOT = "open_manipulator_x"
+# Shipped rig config of each robot that has one (the OpenManipulator-X's is the unprefixed default).
+ROBOT_RIG_CONFIGS = {DEFAULT_ROBOT: RIG_CONFIG_NAME, "so101": "sim_rig_so101.yaml"}
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 
 
@@ -31,6 +39,22 @@ def find_config(name: str | Path, what: str = "rig config") -> Path:
         raise RigConfigError(str(err)) from None
 
 
+def robot_name(robot: str | None) -> str:
+    """A robot's spec name from a command-line/launch name (``omx_x`` or ``open_manipulator_x``, ``so101``)."""
+    robot = DEFAULT_ROBOT if robot is None else str(robot)
+    return ROBOT_ALIASES.get(robot, robot)
+
+
+def rig_config_for(robot: str | None) -> str:
+    """The shipped rig config of ``robot`` (one-line error for a robot without one)."""
+    name = robot_name(robot)
+    try:
+        return ROBOT_RIG_CONFIGS[name]
+    except KeyError:
+        known = ", ".join(sorted({*ROBOT_RIG_CONFIGS, *ROBOT_ALIASES}))
+        raise RigConfigError(f"no simulated rig for robot {robot!r} (known: {known})") from None
+
+
 def parse_fixture(pose) -> FixturePose:
     """The fixture pose of a rig config or an episode (:class:`na_common.fixture.FixturePose`)."""
     try:
@@ -41,7 +65,7 @@ def parse_fixture(pose) -> FixturePose:
 
 # Keys of na_sim/config/sim_rig.yaml: a typo is an error, not a silently ignored setting.
 _KNOWN_KEYS: dict[str, set[str] | None] = {
-    "base": None, "follower_wear": None,
+    "base": None, "follower_wear": None, "robot": None,
     "servo_config": None, "timestep_s": None, "reflected_inertia_kg_m2": None,
     "supply": {"voltage_v", "source_resistance_ohm", "filter_time_s"},
     "ambient_temperature_c": None, "initial_warmup_c": None, "initial_pose": None,
@@ -50,6 +74,7 @@ _KNOWN_KEYS: dict[str, set[str] | None] = {
     "payload": {"offset_from_tool_m", "radius_m", "grasp_stop_slide_m", "grasp_stiffness_n_m", "grasp_damping_n_s_m"},
     "fixture": {"position", "rpy", "half_size_m", "friction"},
     "tool_collider_radius_m": None,
+    "restriction": {"stiffness_nm_rad", "rest_angle_rad", "damping_nm_s_rad", "friction_nm"},
     "joint3_restriction": {"stiffness_nm_rad", "rest_angle_rad", "damping_nm_s_rad", "friction_nm"},
 }
 
@@ -93,6 +118,8 @@ class RigConfig:
     """Everything about the rig that is not the servo's physics (that is ``servo_config``)."""
 
     servo_config: Path
+    robot: str = DEFAULT_ROBOT           # the spec this rig simulates (na_description.load_spec name)
+    servo_family: str = "xm430"          # ``family`` of servo_config (which firmware and control table)
     timestep_s: float = 0.00425
     reflected_inertia: float = 0.1
     supply_voltage: float = 12.0
@@ -145,20 +172,22 @@ class RigConfig:
         setup = raw.get("follower_setup", {})
         payload = raw.get("payload", {})
         fixture = raw.get("fixture", {})
-        restriction = raw.get("joint3_restriction", {})
+        if "restriction" in raw and "joint3_restriction" in raw:
+            raise ValueError("give the restriction once: 'restriction' (or its old name 'joint3_restriction')")
+        restriction = raw.get("restriction", raw.get("joint3_restriction", {}))
+        servo_raw = load_yaml_mapping(servo_path, RigConfigError, "servo config")
         d = cls.__dataclass_fields__
         default = {name: f.default for name, f in d.items()}
 
         def ints(values, name):
-            values = tuple(int(v) for v in values)
-            if len(values) != 5:
-                raise ValueError(f"{name} needs 5 values (one per servo)")
-            return values
+            return tuple(int(v) for v in values)
 
         wear = raw.get("follower_wear", {}) or {}
         if not isinstance(wear, dict):
             raise ValueError("follower_wear must map servo parameter names to factors")
         config = cls(
+            robot=robot_name(raw.get("robot", DEFAULT_ROBOT)),
+            servo_family=str(servo_raw.get("family", "xm430")),
             follower_wear=tuple(sorted((str(k), float(v)) for k, v in wear.items())),
             servo_config=servo_path,
             timestep_s=float(raw.get("timestep_s", default["timestep_s"])),
@@ -200,11 +229,30 @@ class RigConfig:
             raise RigConfigError(f"timestep_s must be in (0, 0.01] s, got {self.timestep_s}")
         if self.reflected_inertia <= 0 or self.supply_voltage <= 0 or self.supply_resistance < 0:
             raise RigConfigError("reflected inertia and supply voltage must be positive, supply resistance >= 0")
-        if len(self.initial_pose) != 5:
-            raise RigConfigError(f"initial_pose needs 5 values, got {len(self.initial_pose)}")
+        self._validate_against_robot()
         if len(self.initial_warmup) != 2 or self.initial_warmup[0] > self.initial_warmup[1]:
             raise RigConfigError("initial_warmup_c must be [low, high]")
         if len(self.fixture_half_size) != 3 or min(self.fixture_half_size) <= 0:
             raise RigConfigError("fixture half_size_m needs 3 positive values")
-        if self.follower_mode not in (3, 4, 5):
-            raise RigConfigError("follower_setup.operating_mode must be a position mode (3, 4 or 5)")
+
+    def _validate_against_robot(self) -> None:
+        """Lengths, the servo family and the follower's mode against the robot's spec."""
+        from na_description.spec import SpecError, load_spec
+        from na_sim.sim_family import sim_family  # (it imports this module)
+
+        try:
+            spec = load_spec(self.robot)
+        except SpecError as err:
+            raise RigConfigError(f"robot: {err}") from None
+        family = sim_family(self.servo_family, spec)
+        n = spec.n_motors
+        for name, values in (("initial_pose", self.initial_pose),
+                             ("follower_setup.position_p_gain", self.follower_p_gain),
+                             ("follower_setup.position_i_gain", self.follower_i_gain),
+                             ("follower_setup.position_d_gain", self.follower_d_gain)):
+            if len(values) != n:
+                raise RigConfigError(f"{name} needs {n} values (one per {spec.name} joint), got {len(values)}")
+        if self.follower_mode not in family.position_modes:
+            modes = ", ".join(str(m) for m in family.position_modes)
+            raise RigConfigError(f"follower_setup.operating_mode must be a {family.name} position mode ({modes}), "
+                                 f"got {self.follower_mode}")

@@ -1,9 +1,11 @@
 """Scripted operator: the task library of the paper's Table A15, randomised and human-like.
 
 A :class:`TaskEpisode` is what a human operator does with the leader arm in one recording:
-the leader pose over time (5 values: joint-side rad for joints 1-4, gripper = servo angle rad),
-when a payload hangs in the gripper, where the F/T fixture stands (or None) and whether
-Joint 3 is mechanically restricted. ROS-free; the offline generator and the live rig play it.
+the leader pose over time (one value per joint of the robot spec: joint-side rad, gripper = servo
+angle rad), when a payload hangs in the gripper, where the F/T fixture stands (or None) and
+whether the rig's restricted joint is restricted. ROS-free; the offline generator and the live
+rig play it. Every robot-specific number (rest pose, IK joints, workspace ranges, payload sets,
+which tasks a robot runs) comes from the robot's task profile (:mod:`na_sim.task_profile`).
 
 Human-likeness: every move is a minimum-jerk segment (the classic model of point-to-point
 human arm movement) with a randomised peak speed, holds have randomised lengths, amplitudes
@@ -14,14 +16,15 @@ Task ids (stable; the ``task`` metadata value):
 ==========================  ===========================================================
 ``circle_cw``/``circle_ccw`` tool-space horizontal circles, clockwise / counter-clockwise
                             seen from above (IK on the tool point, constant tool pitch)
-``sweep_joint1..4``         one joint swept over ~90 % of its feasible range, others held
+``sweep_joint1..4``         one joint (the 1st..4th of the spec) swept over ~90 % of its feasible range
 ``sweep_gripper``           gripper servo swept over ~90 % of its range
 ``lean_extend``             lean back, extend forward, repeated
 ``pick_place``              pick an object, carry it, place it (payload: any mass, 0 = empty)
 ``go_up_stay``              grasp, go up and hold still, come down (payload: any mass)
 ``push_px`` ... ``push_nz``   press the F/T fixture along its +X/-X/+Y/-Y/+Z/-Z axis (5-20 N)
 ``nopush_px`` ... ``nopush_nz`` the same commanded motion as ``push_*``, fixture absent
-``pick_place_restricted``   pick and place with Joint 3 restricted (rubber bands), 0 or 200 g
+``pick_place_restricted``   pick and place with the rig's restricted joint (rubber bands; OpenManipulator-X:
+                            Joint 3), payloads of the profile (0 or 200 g)
 ==========================  ===========================================================
 """
 
@@ -33,10 +36,12 @@ from typing import Any
 
 import numpy as np
 
+from na_common.episode_bag import NOMINAL_CONDITION, restricted_condition
 from na_common.fixture import FixturePose
 from na_description import RobotSpec, load_spec
 from na_description.model import Kinematics
 from na_sim.ik import IKError, solve_ik, tool_pitch
+from na_sim.task_profile import TaskProfile, TaskProfileError, task_profile
 
 PUSH_AXES: dict[str, tuple[float, float, float]] = {
     "px": (1.0, 0.0, 0.0), "nx": (-1.0, 0.0, 0.0), "py": (0.0, 1.0, 0.0),
@@ -59,14 +64,6 @@ SWEEP_FRACTION = 0.9         # paper, NAD free-motion subset: sweeps cover ~90 %
 # presses one face. Defaults = na_sim/config/sim_rig.yaml (fixture half_size_m, tool_collider_radius_m).
 FIXTURE_HALF_SIZE = 0.02     # m
 TOOL_RADIUS = 0.008          # m
-# m the commanded sphere surface goes past the face. The position-controlled follower only
-# presses as hard as its servos' stiffness allows, so the depth per axis was tuned on the rig
-# (na-sim generate, quick push runs) for roughly 5-20 N: sideways (joint 1) and upward
-# (against gravity) the arm gives way more than along x or downward.
-PRESS_DEPTH: dict[str, tuple[float, float]] = {
-    "px": (0.008, 0.018), "nx": (0.008, 0.018), "py": (0.02, 0.04),
-    "ny": (0.02, 0.04), "pz": (0.035, 0.055), "nz": (0.008, 0.018),
-}
 MAX_PLAN_ATTEMPTS = 5
 
 
@@ -91,7 +88,7 @@ class _Segment:
     duration: float
     q0: np.ndarray
     q1: np.ndarray
-    path: np.ndarray | None = None     # (K, 5) poses along the segment, followed with a min-jerk phase
+    path: np.ndarray | None = None     # (K, n_motors) poses along the segment, followed with a min-jerk phase
 
     def evaluate(self, t: np.ndarray) -> np.ndarray:
         phase = min_jerk((t - self.start) / self.duration)
@@ -149,14 +146,14 @@ class Trajectory:
 class _Tremor:
     """Small multi-sine tremor on the arm joints (zero on the gripper)."""
 
-    amplitude: np.ndarray   # (3, 5)
-    frequency: np.ndarray   # (3, 5) Hz
-    phase: np.ndarray       # (3, 5) rad
+    amplitude: np.ndarray   # (3, n_motors)
+    frequency: np.ndarray   # (3, n_motors) Hz
+    phase: np.ndarray       # (3, n_motors) rad
 
     @classmethod
-    def random(cls, rng: np.random.Generator, n_motors: int, scale: float) -> _Tremor:
+    def random(cls, rng: np.random.Generator, n_motors: int, scale: float, gripper: int) -> _Tremor:
         amplitude = scale * TREMOR_AMPLITUDE * rng.uniform(0.5, 1.0, (3, n_motors))
-        amplitude[:, -1] = 0.0
+        amplitude[:, gripper] = 0.0
         return cls(amplitude, rng.uniform(1.5, 4.0, (3, n_motors)), rng.uniform(0, 2 * np.pi, (3, n_motors)))
 
     def evaluate(self, times: np.ndarray) -> np.ndarray:
@@ -186,8 +183,9 @@ class TaskEpisode:
     press_poses: list[np.ndarray] = field(default_factory=list)        # leader poses solving those targets
 
     @property
-    def restricted_joint3(self) -> bool:
-        return self.condition == "restricted_joint3"
+    def restricted(self) -> bool:
+        """The rig's condition joint is restricted (the episode's condition is not nominal)."""
+        return self.condition != NOMINAL_CONDITION
 
     @property
     def payload_kg(self) -> float:
@@ -199,7 +197,7 @@ class TaskEpisode:
         return task_instance_id(self.task, self.payload_grams, self.condition)
 
     def poses(self, times) -> np.ndarray:
-        """Leader poses at ``times`` (s), shape (N, 5), inside the spec limits."""
+        """Leader poses at ``times`` (s), shape (N, n_motors), inside the spec limits."""
         times = np.atleast_1d(np.asarray(times, dtype=float))
         q = self.trajectory.evaluate(times) + self.tremor.evaluate(times)
         return np.clip(q, self.lower, self.upper)
@@ -220,48 +218,73 @@ class TaskEpisode:
 
 # ---- planning helpers ---------------------------------------------------------------------
 class _Planner:
-    """Shared state of one task build: spec, kinematics, rng, trajectory."""
+    """Shared state of one task build: spec, profile, kinematics, rng, trajectory.
 
-    def __init__(self, spec: RobotSpec, kin: Kinematics, rng: np.random.Generator, quick: bool,
+    ``q_arm`` holds the IK joints of the last pose (the IK's continuation start); poses are full
+    spec-order vectors, the gripper at ``profile.gripper``.
+    """
+
+    def __init__(self, spec: RobotSpec, profile: TaskProfile, kin: Kinematics, rng: np.random.Generator, quick: bool,
                  fixture_half_size: float, tool_radius: float) -> None:
-        self.spec, self.kin, self.rng, self.quick = spec, kin, rng, quick
+        self.spec, self.profile, self.kin, self.rng, self.quick = spec, profile, kin, rng, quick
         self.fixture_half_size, self.tool_radius = fixture_half_size, tool_radius
+        self.ik_joints, self.arm, self.g = profile.ik, profile.arm, profile.gripper
         lower, upper = spec.servo_angle_limits()
         self.lower, self.upper = lower + JOINT_MARGIN, upper - JOINT_MARGIN
-        slide_open = rng.uniform(0.012, 0.018)
+        slide_open = rng.uniform(*profile.gripper_open_slide)
         self.gripper_open = float(spec.gripper.slide_to_angle(slide_open))
-        self.gripper_grip = float(spec.gripper.slide_to_angle(rng.uniform(0.002, 0.006)))
+        self.gripper_grip = float(spec.gripper.slide_to_angle(rng.uniform(*profile.gripper_grip_slide)))
         self.speed = rng.uniform(0.5, 1.0)        # operator's peak joint speed, rad/s
-        home_arm = np.array([0.0, -1.0, 0.3, 0.7]) + rng.normal(0, 0.05, 4)
-        self.home = np.append(home_arm, self.gripper_open)
+        home = np.zeros(spec.n_motors)
+        home[self.arm] = profile.home
+        home[self.ik_joints] += rng.normal(0, profile.home_noise, len(self.ik_joints))
+        home[self.g] = self.gripper_open
+        self.home = home
         self.traj = Trajectory(self.clip(self.home))
-        self.q_arm = self.home[:4].copy()
+        self.q_arm = self.home[self.ik_joints].copy()
+
+    def pose(self, q_ik: np.ndarray, gripper: float) -> np.ndarray:
+        """A full pose: the IK joints ``q_ik``, the other arm joints as in the rest pose, the gripper."""
+        q = self.home.copy()
+        q[self.ik_joints] = q_ik
+        q[self.g] = gripper
+        return q
+
+    def draw(self, ranges) -> np.ndarray:
+        """One uniform draw per (low, high) range, in order."""
+        return np.array([self.rng.uniform(low, high) for low, high in ranges])
+
+    def draw_box(self, low, high) -> np.ndarray:
+        return self.draw(zip(low, high, strict=True))
 
     def clip(self, q: np.ndarray) -> np.ndarray:
         return np.clip(q, self.lower, self.upper)
 
     def duration_for(self, q0: np.ndarray, q1: np.ndarray) -> float:
         """Min-jerk duration so the peak speed (1.875 x mean) stays at the operator's speed."""
-        distance = float(np.max(np.abs(q1[:4] - q0[:4])))
-        gripper = abs(q1[4] - q0[4]) / 2.0
+        arm, g = self.arm, self.g
+        distance = float(np.max(np.abs(q1[arm] - q0[arm])))
+        gripper = abs(q1[g] - q0[g]) / 2.0
         return max(0.6, 1.875 * max(distance, gripper) / self.speed) * self.rng.uniform(0.9, 1.2)
 
     def move(self, q: np.ndarray, duration: float | None = None) -> None:
         q = self.clip(q)
         self.traj.move_to(q, duration or self.duration_for(self.traj.pose, q))
-        self.q_arm = q[:4].copy()
+        self.q_arm = q[self.ik_joints].copy()
 
     def hold(self, low: float, high: float) -> None:
         scale = 0.4 if self.quick else 1.0
         self.traj.hold(max(0.2, scale * self.rng.uniform(low, high)))
 
     def ik(self, target, pitch: float, *, exact_pitch: bool = False) -> np.ndarray:
-        """Arm joints for a tool target; like an operator, tilt the wrist when the pitch is out of reach."""
+        """IK joints for a tool target; like an operator, tilt the wrist when the pitch is out of reach."""
         offsets = (0.0,) if exact_pitch else (0.0, -0.15, 0.15, -0.3, 0.3, -0.5, 0.5)
         error: IKError | None = None
+        hold = self.home[self.arm[len(self.ik_joints):]]
         for offset in offsets:
             try:
-                q = solve_ik(self.kin, np.asarray(target, dtype=float), pitch + offset, self.q_arm)
+                q = solve_ik(self.kin, self.profile, np.asarray(target, dtype=float), pitch + offset, self.q_arm,
+                             hold=hold)
             except IKError as err:
                 error = error or err
                 continue
@@ -271,19 +294,22 @@ class _Planner:
 
     def move_tool(self, target, pitch: float, gripper: float, duration: float | None = None, *,
                   exact_pitch: bool = False) -> np.ndarray:
-        q = np.append(self.ik(target, pitch, exact_pitch=exact_pitch), gripper)
+        q = self.pose(self.ik(target, pitch, exact_pitch=exact_pitch), gripper)
         self.move(q, duration)
         return q
 
     def tool_height(self, q: np.ndarray) -> float:
-        return float(self.kin.tool_position(q[:4])[2])
+        return float(self.kin.tool_position(q[self.arm])[2])
+
+    def tool_pitch(self) -> float:
+        return tool_pitch(self.q_arm, self.profile)
 
 
 def _circle(p: _Planner, clockwise: bool) -> dict:
-    rng = p.rng
-    center = np.array([rng.uniform(0.16, 0.21), rng.uniform(-0.04, 0.04), rng.uniform(0.12, 0.17)])
-    radius = rng.uniform(0.03, 0.05)
-    pitch = rng.uniform(0.4, 0.9)
+    rng, box = p.rng, p.profile.circle
+    center = p.draw_box(box.low, box.high)
+    radius = rng.uniform(*p.profile.circle_radius)
+    pitch = rng.uniform(*box.pitch)
     revolutions = 1 if p.quick else int(rng.integers(2, 4))
     seconds_per_rev = rng.uniform(3.0, 5.5) * (0.7 if p.quick else 1.0)
     start_angle = rng.uniform(0, 2 * np.pi)
@@ -295,7 +321,7 @@ def _circle(p: _Planner, clockwise: bool) -> dict:
     for offset in (0.0, -0.2, 0.2, -0.4, 0.4):     # one pitch for the whole circle
         start_arm = p.q_arm.copy()
         try:
-            path = np.array([np.append(p.ik(point, pitch + offset, exact_pitch=True), p.gripper_open)
+            path = np.array([p.pose(p.ik(point, pitch + offset, exact_pitch=True), p.gripper_open)
                              for point in points])
         except IKError:
             p.q_arm = start_arm
@@ -316,12 +342,8 @@ def _circle(p: _Planner, clockwise: bool) -> dict:
 def _sweep(p: _Planner, channel: int) -> dict:
     rng = p.rng
     hold = p.home.copy()
-    if channel == 1:       # joint2: fold the elbow up so the tool stays above the table
-        hold[2], hold[3] = rng.uniform(-1.3, -1.1), rng.uniform(-0.3, 0.1)
-    elif channel == 2:     # joint3
-        hold[1], hold[3] = rng.uniform(-0.7, -0.5), rng.uniform(-0.2, 0.2)
-    elif channel == 3:     # joint4
-        hold[1], hold[2] = rng.uniform(-0.5, -0.3), rng.uniform(-0.2, 0.1)
+    for held, low, high in p.profile.sweep_holds.get(channel, ()):    # the other joints' hold pose
+        hold[held] = rng.uniform(low, high)
     lo, hi = _feasible_range(p, hold, channel)
     center, half = 0.5 * (lo + hi), 0.5 * (hi - lo) * SWEEP_FRACTION
     p.move(hold)
@@ -343,8 +365,8 @@ def _sweep(p: _Planner, channel: int) -> dict:
 
 def _feasible_range(p: _Planner, hold: np.ndarray, channel: int) -> tuple[float, float]:
     """Largest interval of ``channel`` around the hold value where the tool stays above the table."""
-    if channel == 4:
-        return float(p.lower[4]), float(p.upper[4])
+    if channel == p.g:
+        return float(p.lower[channel]), float(p.upper[channel])
     grid = np.linspace(p.lower[channel], p.upper[channel], 181)
     ok = []
     for value in grid:
@@ -367,33 +389,33 @@ def _lean_extend(p: _Planner) -> dict:
     rng = p.rng
     repeats = 1 if p.quick else int(rng.integers(2, 4))
     for _ in range(repeats):
-        back = np.array([rng.uniform(-0.4, 0.4), rng.uniform(-1.3, -1.0), rng.uniform(0.2, 0.6),
-                         rng.uniform(0.4, 1.0), p.gripper_open])
+        back = p.pose(p.draw(p.profile.lean_back), p.gripper_open)
         p.move(back)
         p.hold(0.5, 1.5)
-        forward = np.array([rng.uniform(-0.4, 0.4), rng.uniform(0.6, 0.9), rng.uniform(-0.9, -0.6),
-                            rng.uniform(0.0, 0.4), p.gripper_open])
+        forward = p.pose(p.draw(p.profile.lean_forward), p.gripper_open)
         p.move(forward)
         p.hold(0.5, 1.5)
     p.move(p.home)
     return {}
 
 
-def _table_point(rng: np.random.Generator, side: float) -> np.ndarray:
-    return np.array([rng.uniform(0.17, 0.23), side * rng.uniform(0.05, 0.12), rng.uniform(0.025, 0.04)])
+def _table_point(p: _Planner, side: float) -> np.ndarray:
+    rng, profile = p.rng, p.profile
+    return np.array([rng.uniform(*profile.table_x), side * rng.uniform(*profile.table_y_abs),
+                     rng.uniform(*profile.table_z)])
 
 
 def _pick_place(p: _Planner) -> dict:
     rng = p.rng
     side = 1.0 if rng.integers(0, 2) else -1.0
-    pick, place = _table_point(rng, side), _table_point(rng, -side)
-    pitch = rng.uniform(1.2, 1.45)
-    lift = np.array([0.0, 0.0, rng.uniform(0.05, 0.09)])
+    pick, place = _table_point(p, side), _table_point(p, -side)
+    pitch = rng.uniform(*p.profile.grasp_pitch)
+    lift = np.array([0.0, 0.0, rng.uniform(*p.profile.lift)])
     p.move_tool(pick + lift, pitch, p.gripper_open)
     p.move_tool(pick, pitch, p.gripper_open)
     p.hold(0.3, 0.8)
     q = p.traj.pose
-    q[4] = p.gripper_grip
+    q[p.g] = p.gripper_grip
     p.move(q, rng.uniform(0.8, 1.3))
     grasp_start = p.traj.time
     p.hold(0.2, 0.5)
@@ -404,7 +426,7 @@ def _pick_place(p: _Planner) -> dict:
     p.hold(0.2, 0.6)
     grasp_end = p.traj.time
     q = p.traj.pose
-    q[4] = p.gripper_open
+    q[p.g] = p.gripper_open
     p.move(q, rng.uniform(0.8, 1.3))
     p.move_tool(place + lift, pitch, p.gripper_open)
     p.move(p.home)
@@ -417,24 +439,24 @@ LIFT_LOW = np.array([0.0, 0.0, 0.02])
 
 def _go_up_stay(p: _Planner) -> dict:
     rng = p.rng
-    pick = _table_point(rng, 1.0 if rng.integers(0, 2) else -1.0)
+    pick = _table_point(p, 1.0 if rng.integers(0, 2) else -1.0)
     pick[1] *= 0.5
-    pitch = rng.uniform(1.2, 1.45)
+    pitch = rng.uniform(*p.profile.grasp_pitch)
     p.move_tool(pick + LIFT_HIGH, pitch, p.gripper_open)
     p.move_tool(pick, pitch, p.gripper_open)
     p.hold(0.3, 0.6)
     q = p.traj.pose
-    q[4] = p.gripper_grip
+    q[p.g] = p.gripper_grip
     p.move(q, rng.uniform(0.8, 1.3))
     grasp_start = p.traj.time
-    up = np.array([rng.uniform(0.14, 0.22), rng.uniform(-0.05, 0.05), rng.uniform(0.20, 0.27)])
-    p.move_tool(up, rng.uniform(0.2, 0.8), p.gripper_grip)
+    up = p.draw_box(p.profile.go_up.low, p.profile.go_up.high)
+    p.move_tool(up, rng.uniform(*p.profile.go_up.pitch), p.gripper_grip)
     p.hold(4.0, 8.0)                 # "stay still": only tremor
     p.move_tool(pick + LIFT_LOW, pitch, p.gripper_grip)
     p.move_tool(pick, pitch, p.gripper_grip)
     grasp_end = p.traj.time
     q = p.traj.pose
-    q[4] = p.gripper_open
+    q[p.g] = p.gripper_open
     p.move(q, rng.uniform(0.8, 1.3))
     p.move_tool(pick + LIFT_HIGH, pitch, p.gripper_open)
     p.move(p.home)
@@ -445,15 +467,11 @@ def _push(p: _Planner, axis: str) -> dict:
     """Approach the fixture face that looks against ``axis``, press 1-3 times, retreat."""
     rng = p.rng
     d = np.array(PUSH_AXES[axis])
-    if axis == "pz":     # press up on the underside: the fixture overhangs, the tool comes from below
-        face = np.array([rng.uniform(0.21, 0.24), rng.uniform(-0.02, 0.02), rng.uniform(0.12, 0.15)])
-        pitch = rng.uniform(-0.1, 0.3)
-    elif axis == "nz":   # press down on the top face
-        face = np.array([rng.uniform(0.18, 0.23), rng.uniform(-0.04, 0.04), rng.uniform(0.06, 0.09)])
-        pitch = rng.uniform(1.25, 1.45)
-    else:                # lateral: tool tilted down, the fingertips press the side face
-        face = np.array([rng.uniform(0.19, 0.23), rng.uniform(-0.03, 0.03), rng.uniform(0.07, 0.10)])
-        pitch = rng.uniform(1.25, 1.45)
+    # pz: press up on the underside (the fixture overhangs, the tool comes from below); nz: press down
+    # on the top face; lateral: tool tilted down, the fingertips press the side face.
+    box = p.profile.push[axis if axis in ("pz", "nz") else "lateral"]
+    face = p.draw_box(box.low, box.high)
+    pitch = rng.uniform(*box.pitch)
     fixture = FixturePose(tuple(float(v) for v in face + d * p.fixture_half_size))
     # Plan the tool point (sphere centre): touching = one radius before the face.
     touch = face - d * p.tool_radius
@@ -467,14 +485,14 @@ def _push(p: _Planner, axis: str) -> dict:
     for via in vias:
         p.move_tool(via, pitch, p.gripper_grip)
     p.move_tool(standoff, pitch, p.gripper_grip)
-    pitch = tool_pitch(p.q_arm)      # press straight along the axis at the pitch reached here
+    pitch = p.tool_pitch()           # press straight along the axis at the pitch reached here
     p.hold(0.3, 0.8)
     presses = 1 if p.quick else int(rng.integers(2, 4))
     intervals, targets, poses = [], [], []
     for _ in range(presses):
         near = touch - d * 0.004
         p.move_tool(near, pitch, p.gripper_grip, rng.uniform(0.6, 1.0), exact_pitch=True)
-        target = touch + d * rng.uniform(*PRESS_DEPTH[axis])
+        target = touch + d * rng.uniform(*p.profile.press_depth[axis])
         pressed = p.move_tool(target, pitch, p.gripper_grip, rng.uniform(0.6, 1.2), exact_pitch=True)
         start = p.traj.time
         p.hold(1.0, 2.5)
@@ -496,7 +514,7 @@ _BUILDERS: dict[str, Callable[[_Planner], dict]] = {
     "circle_cw": lambda p: _circle(p, clockwise=True),
     "circle_ccw": lambda p: _circle(p, clockwise=False),
     **{f"sweep_joint{k + 1}": (lambda p, k=k: _sweep(p, k)) for k in range(4)},
-    "sweep_gripper": lambda p: _sweep(p, 4),
+    "sweep_gripper": lambda p: _sweep(p, p.g),
     "lean_extend": _lean_extend,
     "pick_place": _pick_place,
     "go_up_stay": _go_up_stay,
@@ -506,10 +524,28 @@ _BUILDERS: dict[str, Callable[[_Planner], dict]] = {
 }
 
 
-def check_task_name(task: str) -> str:
+def check_task_name(task: str, spec: RobotSpec | None = None) -> str:
+    """``task`` if it is a task id (and, given a spec, one its robot's task profile runs)."""
     if task not in _BUILDERS:
         raise TaskError(f"unknown task '{task}'; known tasks: {', '.join(TASK_IDS)}")
+    if spec is not None and not profile_of(spec).supports(task):
+        raise TaskError(f"task '{task}' is not in the task profile of robot '{spec.name}' "
+                        f"(its tasks: {', '.join(robot_tasks(spec))})")
     return task
+
+
+def profile_of(spec: RobotSpec) -> TaskProfile:
+    """The robot's task profile; :class:`TaskError` when it has none or it is malformed."""
+    try:
+        return task_profile(spec)
+    except TaskProfileError as err:
+        raise TaskError(str(err)) from None
+
+
+def robot_tasks(spec: RobotSpec) -> tuple[str, ...]:
+    """The task ids the robot's profile runs, in library order."""
+    profile = profile_of(spec)
+    return tuple(t for t in TASK_IDS if profile.supports(t))
 
 
 def make_task(task: str, seed: int, payload_grams: float | None = None, *, quick: bool = False,
@@ -521,20 +557,21 @@ def make_task(task: str, seed: int, payload_grams: float | None = None, *, quick
     empty gripper; any mass is accepted). ``quick`` shortens holds and repetitions (for tests).
     ``fixture_half_size``/``tool_radius``: the rig's fixture cube and tool sphere (push planning).
     """
-    check_task_name(task)
+    spec = spec or load_spec()
+    check_task_name(task, spec)
+    profile = profile_of(spec)
     payload = 0.0 if payload_grams is None else float(payload_grams)
     if not np.isfinite(payload) or payload < 0:
         raise TaskError(f"payload_grams must be a mass >= 0 g, got {payload_grams}")
     if payload > 0 and task not in PAYLOAD_TASKS:
         raise TaskError(f"task '{task}' takes no payload (payload tasks: {', '.join(PAYLOAD_TASKS)})")
-    spec = spec or load_spec()
     kin = kinematics or Kinematics(spec)
     # nopush_* draws the same numbers as its push_* twin: same seed, same commanded motion.
     task_index = TASK_IDS.index(task.replace("nopush_", "push_"))
     # A draw whose poses are out of reach is redrawn (deterministically: attempt number in the seed).
     for attempt in range(MAX_PLAN_ATTEMPTS):
         rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, task_index, round(payload * 1000), attempt])
-        planner = _Planner(spec, kin, rng, quick, fixture_half_size, tool_radius)
+        planner = _Planner(spec, profile, kin, rng, quick, fixture_half_size, tool_radius)
         planner.hold(0.5, 1.5)
         try:
             extra = _BUILDERS[task](planner)
@@ -556,10 +593,10 @@ def make_task(task: str, seed: int, payload_grams: float | None = None, *, quick
     grasp = [extra["grasp"]] if "grasp" in extra and payload > 0 else []
     return TaskEpisode(
         task=task, seed=int(seed), payload_grams=payload, force_source=force_source,
-        condition="restricted_joint3" if task == "pick_place_restricted" else "nominal",
+        condition=restricted_condition(spec.condition_joint) if task == "pick_place_restricted" else NOMINAL_CONDITION,
         fixture=extra.get("fixture") if is_push else None,
         grasp_intervals=grasp, duration=planner.traj.time, trajectory=planner.traj,
-        tremor=_Tremor.random(rng, spec.n_motors, 1.0), lower=planner.lower - 0.5 * JOINT_MARGIN,
+        tremor=_Tremor.random(rng, spec.n_motors, 1.0, profile.gripper), lower=planner.lower - 0.5 * JOINT_MARGIN,
         upper=planner.upper + 0.5 * JOINT_MARGIN,
         push_direction=extra.get("push_direction"),
         press_intervals=extra.get("press_intervals", []) if is_push else [],

@@ -12,7 +12,7 @@ import pytest
 from na_common.fixture import FixturePose
 from na_description import xm430
 from na_description.model import Kinematics
-from na_sim.rig import CONDITION_NOMINAL, CONDITION_RESTRICTED, GRAVITY, RealtimeRunner, Rig
+from na_sim.rig import CONDITION_NOMINAL, GRAVITY, RealtimeRunner, Rig
 from na_sim.rig_config import RigConfig, RigConfigError
 
 FRAME = 0.017     # s, one data frame (spec frame period)
@@ -128,7 +128,7 @@ def test_restricted_joint3_draws_more_current_on_the_same_trajectory():
         rig.advance(0.3)
         currents, _, _ = run_goals(rig, goals)
         results[restricted] = np.mean(np.abs(currents[:, 2]))
-        assert rig.truth.condition == (CONDITION_RESTRICTED if restricted else CONDITION_NOMINAL)
+        assert rig.truth.condition == ("restricted_joint3" if restricted else CONDITION_NOMINAL)
     print(f"joint 3 mean |current|: nominal {results[False]:.3f} A, restricted {results[True]:.3f} A")
     assert results[True] > results[False] * 1.2
 

@@ -9,6 +9,7 @@ from na_description import load_spec
 from na_description.model import Kinematics
 from na_sim import tasks
 from na_sim.ik import tool_pitch
+from na_sim.task_profile import task_profile
 
 RATE_HZ = 100.0
 
@@ -46,7 +47,7 @@ def test_every_task_within_limits_and_smooth(task, kin):
     meta = episode.metadata()
     assert meta["task"] == task and meta["seed"] == 11
     assert meta["condition"] == ("restricted_joint3" if task == "pick_place_restricted" else "nominal")
-    assert episode.restricted_joint3 == (task == "pick_place_restricted")
+    assert episode.restricted == (task == "pick_place_restricted")
 
 
 def test_deterministic_per_seed_and_different_across_seeds(kin):
@@ -69,7 +70,7 @@ def test_circles_turn_the_right_way(kin, clockwise):
     # Net rotation is dominated by the full circles (approach/return add < 1 turn).
     assert (turned < -np.pi) if clockwise else (turned > np.pi)
     # Pitch held constant during the circle: q2+q3+q4 varies little around its median.
-    pitches = np.array([tool_pitch(q) for q in _sample(episode)])
+    pitches = np.array([tool_pitch(q, task_profile(kin.spec)) for q in _sample(episode)])
     assert np.mean(np.abs(pitches - np.median(pitches)) < 0.02) > 0.3
 
 
@@ -119,7 +120,7 @@ def test_push_reaches_fixture(kin, axis):
         reached = kin.tool_position(pose[:4])
         assert np.linalg.norm(reached - target) < 1e-3
         depth = float(reached @ d) + tasks.TOOL_RADIUS - face_offset
-        low, high = tasks.PRESS_DEPTH[axis]
+        low, high = task_profile(kin.spec).press_depth[axis]
         assert low - 1e-3 < depth < high + 1e-3
         # The played pose at mid-press is that pose (only tremor added).
         played = kin.tool_position(episode.pose(0.5 * (start + stop))[:4])
@@ -139,7 +140,7 @@ def test_push_reaches_fixture(kin, axis):
     assert np.all(np.abs(lateral) < tasks.FIXTURE_HALF_SIZE)
     # Commanded past the face by at most the press depth (the servos stop the real tool at the face).
     past_face = rel[touching] @ d + tasks.FIXTURE_HALF_SIZE + tasks.TOOL_RADIUS
-    assert np.all(past_face < tasks.PRESS_DEPTH[axis][1] + 1e-3)
+    assert np.all(past_face < task_profile(kin.spec).press_depth[axis][1] + 1e-3)
 
 
 def test_nopush_matches_push_motion_without_fixture(kin):

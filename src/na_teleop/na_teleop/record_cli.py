@@ -25,12 +25,16 @@ from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import Bool, String
 
 from na_common import topics
+from na_common.episode_bag import CONDITION_FORMS, CONDITION_PATTERN, FORCE_SOURCES
 from na_msgs.msg import EpisodeInfo
 from na_msgs.srv import DiscardEpisode, StartEpisode, StopEpisode
 from na_teleop.record_status import RecorderWatch, status_line
 
-FORCE_SOURCES = ("none", "payload", "ft_sensor")
-CONDITIONS = ("nominal", "restricted_joint3")
+
+def _condition(value: str) -> str:
+    if not CONDITION_PATTERN.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not {CONDITION_FORMS}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--payload", type=float, help="payload held during grasp intervals, grams (default 0)")
     parser.add_argument("--force-source", choices=FORCE_SOURCES,
                         help="label source (default: payload when --payload > 0, else none)")
-    parser.add_argument("--condition", choices=CONDITIONS, default="nominal", help="motor condition label")
+    parser.add_argument("--condition", type=_condition, default="nominal",
+                        help=f"motor condition label: {CONDITION_FORMS}, e.g. restricted_joint3 (default nominal)")
     parser.add_argument("--operator", default="", help="who drives the leader")
     parser.add_argument("--notes", default="", help="free text stored with each episode")
     parser.add_argument("--recorder", default="/recorder", help="recorder node name (default /recorder)")

@@ -18,7 +18,7 @@ from na_msgs.srv import DiscardEpisode, StartEpisode, StopEpisode
 from na_teleop.recorder_core import RecorderCore, RecorderError
 
 DEFAULT_TOPICS = list(topics.EPISODE_TOPICS)
-METADATA_KEYS = ("task", "payload_grams", "force_source", "condition", "operator")
+METADATA_KEYS = ("task", "payload_grams", "force_source", "condition", "operator", "robot")
 DEFAULTS: dict[str, Any] = {
     "output_dir": "~/na_episodes",
     "storage": "mcap",
@@ -28,6 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "force_source": "none",
     "condition": "nominal",
     "operator": "",
+    "robot": "",
     "chunk_period": 1.0,
     "min_free_mb": 100,
     "discovery_period": 0.5,
@@ -37,6 +38,7 @@ DESCRIPTIONS = {
     "storage": "rosbag2 storage plugin; only mcap is supported",
     "topics": "topics recorded in every episode (when published)",
     **{key: f"default episode metadata: {key}" for key in METADATA_KEYS},
+    "robot": "episode metadata: the robot spec's name (open_manipulator_x, so101); empty: not recorded",
     "chunk_period": "s; the open chunk is written and fsynced at least this often",
     "min_free_mb": "MiB; refuse to start an episode with less free disk space",
     "discovery_period": "s between looks for the configured topics on the graph",
@@ -57,7 +59,8 @@ class RecorderNode(Node):
             raise RecorderError(f"storage '{p['storage']}' is not supported; use mcap")
         self.core = RecorderCore(p["output_dir"], flush_period=p["chunk_period"],
                                  min_free_bytes=p["min_free_mb"] * 2**20,
-                                 defaults={key: p[key] for key in METADATA_KEYS}, configured_topics=self.configured)
+                                 defaults={key: p[key] for key in METADATA_KEYS if p[key] != ""},
+                                 configured_topics=self.configured)
         for warning in self.core.prepare().warnings():
             self.get_logger().warning(warning)
         self.qos = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)

@@ -10,13 +10,14 @@ from rclpy.parameter import Parameter
 from na_common.episode_bag import EpisodeReader
 
 
-def make_recorder(context, out_dir):
+def make_recorder(context, out_dir, robot: str | None = None):
     from na_teleop.recorder_node import RecorderNode
 
+    extra = [] if robot is None else [Parameter("robot", value=robot)]
     return RecorderNode(context=context, parameter_overrides=[
         Parameter("output_dir", value=str(out_dir)),
         Parameter("topics", value=["/follower/arm_state", "/episode/grasp", "/ft/wrench"]),
-        Parameter("discovery_period", value=0.05)])
+        Parameter("discovery_period", value=0.05), *extra])
 
 
 @pytest.mark.node
@@ -27,7 +28,7 @@ def test_recorder_node_records_an_episode(ros_graph, tmp_path) -> None:
     from na_msgs.srv import StartEpisode, StopEpisode
 
     ros_graph.spin_timeout = 0.02
-    recorder = ros_graph.add(make_recorder(ros_graph.context, tmp_path))
+    recorder = ros_graph.add(make_recorder(ros_graph.context, tmp_path, robot="so101"))
     io = ros_graph.probe("recorder_io")
     state_pub = io.create_publisher(ArmState, "/follower/arm_state", 10)
     grasp_pub = io.create_publisher(Bool, "/episode/grasp", 10)
@@ -56,6 +57,7 @@ def test_recorder_node_records_an_episode(ros_graph, tmp_path) -> None:
     assert "/ft/wrench" in stopped.message                     # configured but never published
     with EpisodeReader(stopped.path) as reader:
         assert reader.metadata["payload_grams"] == 300.0 and reader.metadata["operator"] == "test"
+        assert reader.metadata["robot"] == "so101"                # the recorder's robot parameter
         states = [m for topic, _, m in reader.messages("/follower/arm_state")]
         assert len(states) == recorder.core.stats["/follower/arm_state"].count
         assert states[3].position[0] == pytest.approx(0.03)
@@ -104,6 +106,7 @@ def test_na_record_cli_starts_stops_and_quits(ros_graph, wait_for, tmp_path) -> 
     assert "episode 000001" in output
     with EpisodeReader(tmp_path / "episode_000001") as reader:
         assert reader.metadata["task"] == "circle_cw" and reader.metadata["operator"] == "cli"
+        assert "robot" not in reader.metadata                     # no robot parameter: none recorded
         assert reader.metadata["complete"] is True
 
 

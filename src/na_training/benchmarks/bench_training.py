@@ -117,7 +117,7 @@ def measure(args: argparse.Namespace, side: str) -> dict:
 
     one = jax.jit(trajectory)
     state = simulator.initial_state(jnp.asarray(episode.qpos[0]), jnp.asarray(episode.qvel[0]))
-    qpos = np.asarray(one(jnp.asarray(episode.current[:args.drift_frames] * TORQUE_PER_AMP, simulator.dtype),
+    qpos = np.asarray(one(jnp.asarray(episode.effort[:args.drift_frames] * TORQUE_PER_AMP, simulator.dtype),
                           state.qpos, state.qvel))
     drift = np.abs(qpos - episode.qpos[1:args.drift_frames + 1])[:, :simulator.spec.n_arm]
     result["drift_deg"] = float(np.degrees(drift.max()))

@@ -61,12 +61,11 @@ def adapt_run(parent: str | Path, nad: str | Path, out: str | Path, *, epochs: i
               learning_rate: float | None = None, refit_stats: bool = False, seed: int | None = None,
               progress: bool = True) -> dict[str, Any]:
     """Fine-tune ``parent`` on ``nad``; writes the new run to ``out`` and returns its provenance."""
-    from na_description import load_spec
     from na_estimator.features import FeatureStats, feature_names
     from na_training.batches import from_nad_episode
-    from na_training.config import config_from_dict
+    from na_training.config import config_from_dict, for_robot
     from na_training.evaluate import EvaluationError, check_compatibility
-    from na_training.nad import load_nad, read_info
+    from na_training.nad import load_nad, read_info, robot_spec
     from na_training.train import Trainer, TrainState, load_run, load_trained_model
 
     if epochs < 1:
@@ -80,17 +79,17 @@ def adapt_run(parent: str | Path, nad: str | Path, out: str | Path, *, epochs: i
     if not (parent / "checkpoints").is_dir() or not any((parent / "checkpoints").iterdir()):
         raise AdaptError(f"{parent} has no checkpoint to adapt from")
     info = read_info(nad)
-    spec = load_spec()
+    spec = robot_spec(info)
     try:
         check_compatibility(description, info, feature_names(spec))
     except EvaluationError as err:
         raise AdaptError(str(err)) from None
-    config = config_from_dict(description["config"], f"{parent}/run.json")
+    config = for_robot(config_from_dict(description["config"], f"{parent}/run.json"), spec)
     if seed is not None:
         config = replace(config, seed=seed)
     loss = config.loss
-    train = [from_nad_episode(e, loss.condition_joint, loss.condition_tasks) for e in load_nad(nad, "train")]
-    val = [from_nad_episode(e, loss.condition_joint, loss.condition_tasks) for e in load_nad(nad, "val")]
+    train = [from_nad_episode(e, loss.condition_joint, loss.condition_tasks, spec) for e in load_nad(nad, "train")]
+    val = [from_nad_episode(e, loss.condition_joint, loss.condition_tasks, spec) for e in load_nad(nad, "val")]
     frames = sum(len(e) for e in train)
     if not train or frames < MIN_TRAIN_FRAMES:
         raise AdaptError(f"{nad}: the train split has {len(train)} episode(s), {frames} frames; adaptation needs "
@@ -104,7 +103,7 @@ def adapt_run(parent: str | Path, nad: str | Path, out: str | Path, *, epochs: i
          f"{len(val)} val episodes, {frames} frames; {epochs} epochs x {steps_per_epoch} steps, horizon "
          f"{adapted.max_horizon}, peak learning rate {adapted.optim.learning_rate:.2e}"
          + ("; feature statistics refitted" if refit_stats else "; the parent's feature statistics"))
-    trainer = Trainer(adapted, train, val, run_dir=out, stats=None if refit_stats else parent_stats,
+    trainer = Trainer(adapted, train, val, run_dir=out, spec=spec, stats=None if refit_stats else parent_stats,
                       log=_log if progress else None)
     import jax
     from flax import nnx

@@ -28,7 +28,7 @@ class TrainingEpisode:
     name: str
     features: np.ndarray        # [T, F] recorded feature vectors (contract of na_estimator.features)
     goal: np.ndarray            # [T, n] goal positions (rad; gripper servo angle)
-    current: np.ndarray         # [T, n] A
+    effort: np.ndarray          # [T, n] the spec's effort signal (current A, or load as signed fraction)
     voltage: np.ndarray         # [T, n] V
     temperature: np.ndarray     # [T, n] degC
     qpos: np.ndarray            # [T, n] simulator coordinates
@@ -55,7 +55,7 @@ class TrainingEpisode:
         return starts[invalid[starts + span] - invalid[starts] == 0]
 
 
-REQUIRED = ("goal_position", "position", "gripper_slide", "velocity", "current", "input_voltage", "temperature")
+REQUIRED = ("goal_position", "position", "gripper_slide", "velocity", "input_voltage", "temperature")
 
 
 def training_episode(columns: Mapping[str, Any], *, name: str = "episode", spec: RobotSpec | None = None,
@@ -65,10 +65,11 @@ def training_episode(columns: Mapping[str, Any], *, name: str = "episode", spec:
                      contact: np.ndarray | None = None) -> TrainingEpisode:
     """A training episode from ArmState-named arrays (see :func:`na_estimator.features.episode_features`)."""
     spec = spec or load_spec()
-    missing = [k for k in REQUIRED if k not in columns]
+    required = (*REQUIRED, spec.effort_signal)
+    missing = [k for k in required if k not in columns]
     if missing:
         raise DataError(f"{name}: missing columns {missing}")
-    arrays = {k: np.asarray(columns[k], dtype=float) for k in REQUIRED}
+    arrays = {k: np.asarray(columns[k], dtype=float) for k in required}
     frames = arrays["position"].shape[0]
     if frames < 2:
         raise DataError(f"{name}: needs at least 2 frames, has {frames}")
@@ -90,16 +91,23 @@ def training_episode(columns: Mapping[str, Any], *, name: str = "episode", spec:
     valid &= np.all(np.isfinite(features), axis=1) & np.all(np.isfinite(qvel), axis=1)
     force_valid &= np.isfinite(force)
     force = np.where(force_valid, force, 0.0)
-    return TrainingEpisode(name=name, features=features, goal=arrays["goal_position"], current=arrays["current"],
+    return TrainingEpisode(name=name, features=features, goal=arrays["goal_position"],
+                           effort=arrays[spec.effort_signal],
                            voltage=arrays["input_voltage"], temperature=arrays["temperature"], qpos=qpos, qvel=qvel,
                            force=force, force_valid=force_valid, condition=condition,
                            condition_supervised=bool(condition_supervised and np.any(np.isfinite(condition))),
                            valid=valid, task=task, payload_grams=payload_grams, contact=contact)
 
 
-def from_nad_episode(episode: Any, condition_joint: str = "joint3", condition_tasks: Sequence[str] = (),
+def from_nad_episode(episode: Any, condition_joint: str | None = None, condition_tasks: Sequence[str] = (),
                      spec: RobotSpec | None = None) -> TrainingEpisode:
-    """Adapter from ``na_training.nad.Episode``: the command sent to the follower is the goal position."""
+    """Adapter from ``na_training.nad.Episode``: the command sent to the follower is the goal position.
+    ``spec`` and ``condition_joint`` default to the NAD's robot and its condition joint."""
+    if spec is None:
+        from na_training.nad import robot_spec
+
+        spec = robot_spec(episode.info)
+    condition_joint = condition_joint or spec.condition_joint
     state = episode.arm_state()
     state["goal_position"] = state["command_position"]
     joints = list(episode.info.get("condition_joints", []))
@@ -163,7 +171,7 @@ class WindowSampler:
 
     def windows(self, picks: Sequence[tuple[int, int]], horizon: int) -> dict[str, np.ndarray]:
         """Batch arrays for (episode index, start) pairs: rollout inputs at s..s+H-1, targets at s+1..s+H."""
-        keys = ("history", "qpos0", "qvel0", "goal", "current", "voltage", "temperature", "target_qpos", "force",
+        keys = ("history", "qpos0", "qvel0", "goal", "effort", "voltage", "temperature", "target_qpos", "force",
                 "force_valid", "condition", "condition_mask")
         out: dict[str, list[np.ndarray]] = {k: [] for k in keys}
         past = self.history_length - 1
@@ -179,7 +187,7 @@ class WindowSampler:
             out["qpos0"].append(ep.qpos[start])
             out["qvel0"].append(ep.qvel[start])
             out["goal"].append(ep.goal[frames])
-            out["current"].append(ep.current[frames])
+            out["effort"].append(ep.effort[frames])
             out["voltage"].append(ep.voltage[frames])
             out["temperature"].append(ep.temperature[frames])
             out["target_qpos"].append(ep.qpos[frames + 1])

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from na_common.config_files import shipped_names
+from na_description.spec import robot_option_help
 from na_training import TRAIN_CONFIG_DIR
 
 DEFAULT_CONFIG = "tiny"
@@ -29,14 +30,17 @@ def enable_compile_cache() -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
-def _load_episodes(nad: str, config) -> tuple[list, list, str]:
+def _load_episodes(nad: str, config, spec) -> tuple[list, list, str]:
     from na_training.batches import from_nad_episode
     from na_training.nad import load_nad, read_info
 
     info = read_info(nad)
     loss = config.loss
-    train = [from_nad_episode(ep, loss.condition_joint, loss.condition_tasks) for ep in load_nad(nad, "train")]
-    val = [from_nad_episode(ep, loss.condition_joint, loss.condition_tasks) for ep in load_nad(nad, "val")]
+
+    def episodes(split: str) -> list:
+        return [from_nad_episode(ep, loss.condition_joint, loss.condition_tasks, spec) for ep in load_nad(nad, split)]
+
+    train, val = episodes("train"), episodes("val")
     if not train:
         raise ValueError(f"{nad}: the train split is empty")
     return train, val, str(info.get("dataset_id", ""))
@@ -82,7 +86,9 @@ def start_parallel(args: argparse.Namespace):
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    from na_training.config import ConfigError, load_config
+    from na_description import SpecError, load_spec
+    from na_training.config import ConfigError, for_robot, load_config
+    from na_training.nad import NadError, read_info, robot_spec
 
     try:
         parallel = start_parallel(args)
@@ -97,14 +103,19 @@ def run_fit(args: argparse.Namespace) -> int:
             config = replace(config, steps=args.steps)
         if args.seed is not None:
             config = replace(config, seed=args.seed)
+        spec = robot_spec(read_info(args.nad), args.robot) if args.nad and not args.synthetic else \
+            load_spec(args.robot)
+        config = for_robot(config, spec)
         if args.synthetic:
+            if spec.name != load_spec().name:
+                raise ValueError("--synthetic episodes are simulated on the OpenManipulator-X only")
             from na_training.synthetic import synthetic_episode
 
             train = [synthetic_episode(args.synthetic_frames, seed=1000 + k) for k in range(args.synthetic)]
             val = [synthetic_episode(args.synthetic_frames, seed=2000 + k) for k in range(max(1, args.synthetic // 8))]
             dataset_id = f"synthetic-{args.synthetic}x{args.synthetic_frames}"
         elif args.nad:
-            train, val, dataset_id = _load_episodes(args.nad, config)
+            train, val, dataset_id = _load_episodes(args.nad, config, spec)
         else:
             print("na-train fit: error: give --nad NAD (or --synthetic N for a self-check)", file=sys.stderr)
             return 2
@@ -116,7 +127,7 @@ def run_fit(args: argparse.Namespace) -> int:
         log = None if quiet else print
         if log and config.recipe == "hybrid" and config.hybrid.torque_weight > 0:
             log("computing inverse-dynamics torque labels and recorded windows ...")
-        trainer = Trainer(config, train, val, run_dir=args.out, log=log, parallel=parallel)
+        trainer = Trainer(config, train, val, run_dir=args.out, spec=spec, log=log, parallel=parallel)
         if primary:
             print(f"NeuralActuator: {parameter_count(trainer.model):,} parameters; {len(train)} train / {len(val)} "
                   f"val episodes; {describe_recipe(config, trainer)}; run directory {args.out}")
@@ -126,7 +137,7 @@ def run_fit(args: argparse.Namespace) -> int:
             last = trainer.fit(resume=not args.no_resume, progress=not quiet)
         finally:
             trainer.close()     # also on an error: Orbax's background tasks must end before the interpreter
-    except (ConfigError, ValueError, FileNotFoundError, FloatingPointError) as err:
+    except (ConfigError, NadError, SpecError, ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"na-train fit: error: {err}", file=sys.stderr)
         return 2
     if last and primary:
@@ -184,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"training config: a YAML file or a shipped name ({shipped}; default {DEFAULT_CONFIG}; "
                           "'paper' is the paper-sized model for a GPU)")
     fit.add_argument("--nad", help="NAD dataset directory (train and val splits are used)")
+    fit.add_argument("--robot", help=robot_option_help("default: the NAD's robot; given, it must match it"))
     fit.add_argument("--out", required=True, help="run directory: run.json, metrics.jsonl, checkpoints/")
     fit.add_argument("--steps", type=int, help="total optimisation steps (overrides the config)")
     fit.add_argument("--seed", type=int, help="random seed (overrides the config)")
@@ -229,10 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     from na_training.adapt import add_adapt_parser
     from na_training.baselines.compare import add_compare_parser
     from na_training.evaluate import add_eval_parser
+    from na_training.lerobot_import import add_import_lerobot_parser
 
     add_eval_parser(sub)
     add_compare_parser(sub)
     add_adapt_parser(sub)
+    add_import_lerobot_parser(sub)
     return parser
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from na_common.config_files import ConfigFileError, resolve_config
+from na_description import RobotSpec
 from na_description.yaml_file import load_yaml_mapping
 from na_training import TRAIN_CONFIG_DIR
 from na_training.model import ModelConfig
@@ -22,6 +23,10 @@ class LossConfig:
 
     position_weight: float = 100.0
     gripper_weight: float = 0.02
+    gripper_scale: float = 1000.0          # gripper coordinate -> loss units: slide m -> mm (kappa_g); 1 for a
+                                           # rotary jaw in rad (SO-101)
+    velocity_weight: float = 0.0           # w_vel: Smooth-L1 on finite-difference joint velocities of the rollout
+                                           # against the recorded poses' (5 on the SO-101 runs, 0 otherwise)
     force_weight: float = 30.0
     gate_weight: float = 1.0
     condition_weight: float = 0.0          # 100 on motor-condition runs (paper), 0 otherwise
@@ -29,7 +34,8 @@ class LossConfig:
     nonzero_force_weight: float = 5.0      # w_focal: 5 (3 for the force-sensor run)
     contact_threshold: float = 0.01        # N, |f| above this is a contact/nonzero label (paper eps)
     mask_invalid_force: bool = True        # per-channel validity mask on the force loss
-    condition_joint: str = "joint3"        # the supervised condition channel (paper Sec. IV-G)
+    condition_joint: str = ""              # the supervised condition channel (paper Sec. IV-G); "": the robot
+                                           # spec's condition_joint (joint3 on the OpenManipulator-X)
     condition_tasks: tuple[str, ...] = ()  # tasks whose episodes carry the condition loss; () = every labelled one
     # Not in the paper: class-balanced condition loss, restricted frames carry this share of it (0: plain BCE
     # over frames as the paper; 0.5: both classes alike, whatever their frame counts).
@@ -54,7 +60,8 @@ class SimConfig:
     """Differentiable simulator settings (the authors' setup: 4 substeps of 0.00425 s, velocity clip
     10 rad/s, float64)."""
 
-    substeps: int = 4
+    substeps: int = 0                      # MuJoCo steps per data frame; 0: the robot's (frame period / MJCF
+                                           # timestep: 4 on the OpenManipulator-X, 5 on the SO-101)
     max_joint_velocity: float = 10.0
     float64: bool = True
     remat: bool = True                     # jax.checkpoint on each frame of the rollout (memory for BPTT)
@@ -140,6 +147,19 @@ class TrainConfig:
         return data
 
 
+def for_robot(config: TrainConfig, spec: RobotSpec) -> TrainConfig:
+    """``config`` sized for ``spec``'s arm: its feature count and motors, and its condition joint where the
+    config leaves it to the robot. A config naming another arm's condition joint is an error."""
+    from na_estimator.features import feature_names
+
+    joint = config.loss.condition_joint or spec.condition_joint
+    if joint not in spec.arm_joint_names:
+        raise ConfigError(f"loss.condition_joint {joint!r} is not an arm joint of {spec.name} "
+                          f"({', '.join(spec.arm_joint_names)})")
+    model = replace(config.model, num_features=len(feature_names(spec)), n_motors=spec.n_motors)
+    return replace(config, model=model, loss=replace(config.loss, condition_joint=joint))
+
+
 def _build(cls, raw: dict[str, Any] | None, where: str):
     raw = dict(raw or {})
     known = {f.name for f in fields(cls)}
@@ -181,8 +201,8 @@ def validate(config: TrainConfig, where: str = "config") -> None:
         problems.append("batch_size must be >= 1 and steps >= 0")
     if config.model.d_model % config.model.num_heads:
         problems.append("model.d_model must be divisible by model.num_heads")
-    if config.sim.substeps < 1:
-        problems.append("sim.substeps must be >= 1")
+    if config.sim.substeps < 0:
+        problems.append("sim.substeps must be >= 1 (or 0: the robot's)")
     if not 0.0 <= config.optim.ema_decay < 1.0:
         problems.append("optim.ema_decay must be in [0, 1)")
     if not 0.0 <= config.loss.condition_restricted_share < 1.0:

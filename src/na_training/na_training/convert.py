@@ -34,13 +34,21 @@ import numpy as np
 
 from na_common import topics as suite_topics
 from na_common.config_files import ConfigFileError, resolve_config
-from na_description.spec import JointNameError, joint_order
+from na_description.spec import JointNameError, joint_order, robot_option_help
 from na_description.yaml_file import load_yaml_mapping
 from na_training import CONFIG_DIR, align, labels
 from na_training.align import NS_PER_S, AlignmentError
 from na_training.cdr_columns import CdrError, MessageGroup, message_groups
 from na_training.labels import LabelError, fixture_from_mapping
-from na_training.nad import AXES, Column, NadError, NadWriter, build_columns, write_episode_table
+from na_training.nad import (
+    AXES,
+    OPTIONAL_ARM_STATE_JOINT_FIELDS,
+    Column,
+    NadError,
+    NadWriter,
+    build_columns,
+    write_episode_table,
+)
 from na_training.progress import ItemProgress
 from na_training.workers import OrderedWorkers, available_cpus
 
@@ -148,6 +156,9 @@ class Stream:
 
 
 ARM_VECTOR_FIELDS = ("position", "velocity", "goal_position", "current", "pwm", "input_voltage", "temperature")
+# Per-joint fields a servo family may leave empty (XM430 has no Present Load) or a bag's older message
+# definition may lack: NaN when absent.
+ARM_OPTIONAL_VECTOR_FIELDS = tuple(OPTIONAL_ARM_STATE_JOINT_FIELDS)
 ARM_FLAG_FIELDS: dict[str, type] = {"hardware_error": np.uint8, "stale": bool}   # empty sequence -> zeros
 ARM_SCALAR_FIELDS = ("gripper_slide", "goal_gripper_slide", "bus_cycle_duration")
 
@@ -174,6 +185,13 @@ def _arm_state_group(group: MessageGroup, joint_names: Sequence[str], what: str)
             raise ConvertError(f"{what}: message {group.first} field {key} has {vector.shape[1]} values, expected "
                                f"{expected}")
         values[key] = vector[:, order].astype(np.float64, copy=False)
+    for key in ARM_OPTIONAL_VECTOR_FIELDS:
+        vector = group.number(key) if key in group.layout.numbers else np.zeros((len(group.indices), 0))
+        if vector.shape[1] not in (0, expected):
+            raise ConvertError(f"{what}: message {group.first} field {key} has {vector.shape[1]} values, expected "
+                               f"{expected} (or none)")
+        values[key] = vector[:, order].astype(np.float64) if vector.shape[1] else \
+            np.full((len(group.indices), len(joint_names)), np.nan)
     for key, dtype in ARM_FLAG_FIELDS.items():
         flags = group.number(key)
         if flags.shape[1] not in (0, expected):
@@ -224,7 +242,7 @@ def _scatter(groups: Sequence[MessageGroup], parts: Sequence[dict[str, np.ndarra
 def _empty_values(role: str, n_joints: int) -> dict[str, np.ndarray]:
     """Zero-length value arrays of a role (a topic that has no messages)."""
     if role in ("follower", "leader"):
-        empty = {key: np.zeros((0, n_joints)) for key in ARM_VECTOR_FIELDS}
+        empty = {key: np.zeros((0, n_joints)) for key in ARM_VECTOR_FIELDS + ARM_OPTIONAL_VECTOR_FIELDS}
         empty.update({key: np.zeros((0, n_joints), dtype=dtype) for key, dtype in ARM_FLAG_FIELDS.items()})
         empty.update({key: np.zeros(0) for key in ARM_SCALAR_FIELDS})
         return empty
@@ -275,8 +293,25 @@ def _bag_metadata(path: Path, config: Mapping[str, Any]) -> tuple[dict[str, Any]
     return info, dict(defaults)
 
 
-def read_bag(path: str | Path, config: Mapping[str, Any], joint_names: Sequence[str]) -> BagContents:
-    """Read the streams the converter needs from one rosbag2 directory (MCAP or sqlite3).
+def _check_robot(path: Path, recorded: Any, robot: str) -> None:
+    """Refuse a bag whose metadata names another robot than ``robot`` (the spec name converted for)."""
+    from na_description import SpecError, load_spec
+
+    if not recorded:               # recorders before the robot key: the joint names still have to match
+        return
+    try:
+        same = load_spec(str(recorded)).name == robot
+    except SpecError:
+        same = False
+    if not same:
+        raise ConvertError(f"{path}: the bag was recorded with robot '{recorded}', this conversion is for "
+                           f"'{robot}' (give --robot {recorded})")
+
+
+def read_bag(path: str | Path, config: Mapping[str, Any], joint_names: Sequence[str],
+             robot: str | None = None) -> BagContents:
+    """Read the streams the converter needs from one rosbag2 directory (MCAP or sqlite3); with ``robot`` (a
+    spec name), a bag whose metadata names another robot is refused.
 
     Messages are not deserialised one by one: their CDR bytes are read as columns
     (``na_training.cdr_columns``), which gives the values rosbags' deserialiser gives.
@@ -290,6 +325,8 @@ def read_bag(path: str | Path, config: Mapping[str, Any], joint_names: Sequence[
         summaries = topic_summaries(info)
     except (EpisodeBagError, KeyError, TypeError, ValueError) as err:
         raise ConvertError(f"{path}: {err}") from err
+    if robot is not None:
+        _check_robot(path, metadata.get("robot"), robot)
     available = {name: t.msgtype for name, t in summaries.items()}
     counts = {name: t.count for name, t in summaries.items()}
     if sum(counts.values()) == 0:
@@ -386,8 +423,9 @@ def _follower_at(follower: Stream, targets: np.ndarray, resampled: bool, gap_ns:
 
 
 def align_episode(contents: BagContents, config: Mapping[str, Any], joint_names: Sequence[str],
-                  period_ns: int | None) -> EpisodeFrames:
-    """Align one bag's streams to frames and make the labels."""
+                  period_ns: int | None, effort_signal: str, condition_joint: str) -> EpisodeFrames:
+    """Align one bag's streams to frames and make the labels (``effort_signal`` and ``condition_joint``: the
+    robot spec's; a frame is valid only where its effort signal is finite)."""
     path, streams = contents.path, contents.streams
     tol = config["tolerance"]
     follower = streams["follower"]
@@ -431,7 +469,7 @@ def align_episode(contents: BagContents, config: Mapping[str, Any], joint_names:
         frames[f"command_position_{j}"] = command_position[keep, k]
         frames[f"leader_position_{j}"] = leader_position[keep, k]
         for key in ("position", "velocity", "goal_position", "current", "pwm", "input_voltage", "temperature",
-                    "hardware_error", "stale"):
+                    "hardware_error", "stale", *ARM_OPTIONAL_VECTOR_FIELDS):
             frames[f"{key}_{j}"] = state[key][keep, k]
     frames["command_gripper_slide"] = command_slide[keep]
     frames["leader_gripper_slide"] = leader_slide[keep]
@@ -440,14 +478,17 @@ def align_episode(contents: BagContents, config: Mapping[str, Any], joint_names:
 
     stale = state["stale"][keep].any(axis=1)
     hardware_error = state["hardware_error"][keep].any(axis=1)
+    if not np.isfinite(state[effort_signal][keep]).any():
+        raise ConvertError(f"{path}: the follower ArmState carries no {effort_signal} values, which this robot's "
+                           f"model reads as effort (a bag of another robot? see --robot)")
     numeric = np.concatenate([state[k][keep].reshape(len(targets), -1) for k in
-                              ("position", "velocity", "current", "input_voltage", "temperature", "gripper_slide")],
-                             axis=1)
+                              ("position", "velocity", effort_signal, "input_voltage", "temperature",
+                               "gripper_slide")], axis=1)
     non_finite = ~np.isfinite(numeric).all(axis=1) | ~np.isfinite(command_position[keep]).all(axis=1)
     frames["aligned"] = aligned
     frames["frame_valid"] = aligned & ~stale & ~hardware_error & ~non_finite
 
-    force_report = _label_frames(frames, contents, config, targets, joint_names)
+    force_report = _label_frames(frames, contents, config, targets, condition_joint)
     has_truth = _truth_frames(frames, streams, config, targets)
 
     misaligned = {name: int((~ok[keep]).sum()) for name, ok in checks.items()}
@@ -468,13 +509,13 @@ def align_episode(contents: BagContents, config: Mapping[str, Any], joint_names:
 
 
 def _label_frames(frames: dict[str, np.ndarray], contents: BagContents, config: Mapping[str, Any],
-                  targets: np.ndarray, joint_names: Sequence[str]) -> dict[str, Any]:
+                  targets: np.ndarray, condition_joint: str) -> dict[str, Any]:
     meta, streams, path = contents.metadata, contents.streams, contents.path
     t = len(targets)
     source = meta["force_source"]
     try:
         labels.check_force_source(source)
-        condition = labels.condition_labels(meta["condition"])
+        condition = labels.condition_labels(meta["condition"], condition_joint)
         if source == "ft_sensor":
             fixture = fixture_from_mapping(meta["fixture"], f"{path}: metadata fixture") \
                 if meta.get("fixture") else fixture_from_mapping(config["fixture"], "config fixture")
@@ -505,8 +546,7 @@ def _label_frames(frames: dict[str, np.ndarray], contents: BagContents, config: 
         frames[f"force_{a}"] = force[:, k]
         frames[f"force_valid_{a}"] = valid[:, k]
     frames["contact"] = contact
-    for joint in labels.CONDITION_SUPERVISED_JOINTS:
-        frames[f"condition_{joint}"] = np.full(t, condition.get(joint, np.nan))
+    frames[f"condition_{condition_joint}"] = np.full(t, condition[condition_joint])
     return {"force_invalid": int((~valid).any(axis=1).sum()), "contact_frames": int(contact.sum())}
 
 
@@ -584,8 +624,11 @@ class EpisodeJob:
     """What converting one bag needs besides the bag (sent to every worker task; picklable)."""
 
     config: dict[str, Any]
+    robot: str
     joint_names: list[str]
     period_ns: int | None
+    effort_signal: str
+    condition_joint: str
     with_truth: bool
     columns: list[Column]
 
@@ -605,16 +648,17 @@ class BagOutcome:
 def convert_bag(job: EpisodeJob, path: Path, staged: Path) -> BagOutcome:
     """Read, align and label one bag and write its episode file to ``staged`` (runs in a worker)."""
     try:
-        contents = read_bag(path, job.config, job.joint_names)
-        frames = align_episode(contents, job.config, job.joint_names, job.period_ns)
+        contents = read_bag(path, job.config, job.joint_names, job.robot)
+        frames = align_episode(contents, job.config, job.joint_names, job.period_ns, job.effort_signal,
+                               job.condition_joint)
     except ConvertError as err:
         return BagOutcome(path, error=str(err))
     if job.with_truth and not frames.has_truth:
         _add_missing_truth(frames.data)
     write_episode_table(staged, job.columns, frames.data)
     stamps = frames.data["stamp_ns"]
-    return BagOutcome(path, row=_episode_row(contents, frames), report=frames.report, staged=staged,
-                      native_dt_ns=float(np.median(np.diff(stamps))) if len(stamps) > 1 else None)
+    return BagOutcome(path, row=_episode_row(contents, frames, job.condition_joint), report=frames.report,
+                      staged=staged, native_dt_ns=float(np.median(np.diff(stamps))) if len(stamps) > 1 else None)
 
 
 def _outcome(path: Path, result: Any) -> BagOutcome:
@@ -629,18 +673,23 @@ def _outcome(path: Path, result: Any) -> BagOutcome:
 
 def convert(bags: Sequence[str | Path], out: str | Path, *, config: Mapping[str, Any] | None = None,
             rate_hz: float | None = None, seed: int | None = None, overwrite: bool = False,
-            skip_bad: bool = False, progress: bool = True, jobs: int | None = None) -> ConvertResult:
+            skip_bad: bool = False, progress: bool = True, jobs: int | None = None,
+            robot: str | None = None) -> ConvertResult:
     """Convert episode bags to a NAD at ``out`` (written atomically; nothing is written on error).
 
     ``jobs`` worker processes convert the bags (default: one per CPU); the dataset is the same
-    byte for byte whatever their number.
+    byte for byte whatever their number. ``robot``: the arm the bags were recorded with (a shipped spec
+    name such as ``so101``, or a spec path; default the OpenManipulator-X).
     """
-    from na_description import load_spec
+    from na_description import SpecError, load_spec
 
     started = time.perf_counter()
     config = copy.deepcopy(dict(config) if config is not None else DEFAULT_CONFIG)
     validate_config(config)
-    spec = load_spec()
+    try:
+        spec = load_spec(robot)
+    except SpecError as exc:
+        raise ConvertError(f"--robot: {exc}") from None
     if rate_hz is not None and (not np.isfinite(rate_hz) or rate_hz <= 0):
         raise ConvertError(f"--rate must be a positive number of Hz, got {rate_hz}")
     jobs = default_jobs() if jobs is None else jobs
@@ -652,8 +701,10 @@ def convert(bags: Sequence[str | Path], out: str | Path, *, config: Mapping[str,
         recorded = _recorded_topics_of(paths, workers)
         truth_topics = {config["topics"]["truth_wrench"], config["topics"]["truth_contact"]}
         with_truth = any(truth_topics & set(topics) for topics in recorded)
-        columns = build_columns(spec.joint_names, labels.CONDITION_SUPERVISED_JOINTS, with_truth)
-        job = EpisodeJob(config=config, joint_names=list(spec.joint_names), with_truth=with_truth, columns=columns,
+        optional = ("load",) if spec.effort_signal == "load" else ()
+        columns = build_columns(spec.joint_names, [spec.condition_joint], with_truth, optional)
+        job = EpisodeJob(config=config, robot=spec.name, joint_names=list(spec.joint_names), with_truth=with_truth,
+                         columns=columns, effort_signal=spec.effort_signal, condition_joint=spec.condition_joint,
                          period_ns=round(NS_PER_S / rate_hz) if rate_hz is not None else None)
         writer = NadWriter(out, columns, overwrite=overwrite)
         try:
@@ -720,7 +771,8 @@ def _dataset_info(spec: Any, job: EpisodeJob, rate_hz: float | None, native_dt_n
         "robot": spec.name,
         "base_frame": spec.base_frame,
         "joint_names": job.joint_names,
-        "condition_joints": list(labels.CONDITION_SUPERVISED_JOINTS),
+        "condition_joints": [job.condition_joint],
+        "effort_signal": job.effort_signal,
         "resampled": period_ns is not None,
         "rate_hz": (1.0 / frame_period) if frame_period else None,
         "frame_period_s": frame_period,
@@ -761,7 +813,7 @@ def _recorded_topics(path: Path) -> dict[str, int]:
         return {}          # read_bag reports the broken metadata with its reason
 
 
-def _episode_row(contents: BagContents, frames: EpisodeFrames) -> dict[str, Any]:
+def _episode_row(contents: BagContents, frames: EpisodeFrames, condition_joint: str) -> dict[str, Any]:
     """The episodes.parquet fields of one converted bag."""
     meta = contents.metadata
     n_frames = len(frames.data["time"])
@@ -772,7 +824,7 @@ def _episode_row(contents: BagContents, frames: EpisodeFrames) -> dict[str, Any]
         "payload_grams": float(meta["payload_grams"]),
         "force_source": meta["force_source"],
         "condition": meta["condition"],
-        "condition_label": labels.condition_labels(meta["condition"]).get("joint3", float("nan")),
+        "condition_label": labels.condition_labels(meta["condition"], condition_joint)[condition_joint],
         "frame_count": n_frames,
         "duration_s": float(frames.data["time"][-1]) if n_frames else 0.0,
         "source_bag": contents.path.as_posix(),
@@ -847,6 +899,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
                         help="resample to frames of S seconds (e.g. 0.017, the paper's frame)")
     parser.add_argument("--config", metavar="YAML",
                         help="converter config (fixture, tare, tolerances; a file or the shipped name 'convert')")
+    parser.add_argument("--robot", help=robot_option_help() + "; a bag of another arm is refused")
     parser.add_argument("--seed", type=int, help="split seed (default: split_seed of the config, 0)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     parser.add_argument("--skip-bad", action="store_true",
@@ -876,7 +929,8 @@ def run_convert(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         rate = 1.0 / args.frame_period if args.frame_period else args.rate
         result = convert(args.bags, args.out, config=config, rate_hz=rate, seed=args.seed,
-                         overwrite=args.overwrite, skip_bad=args.skip_bad, progress=not args.quiet, jobs=args.jobs)
+                         overwrite=args.overwrite, skip_bad=args.skip_bad, progress=not args.quiet, jobs=args.jobs,
+                         robot=args.robot)
     except (ConvertError, NadError, LabelError) as err:
         print(f"na-train convert: error: {err}", file=sys.stderr)
         return 2

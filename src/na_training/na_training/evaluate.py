@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from na_description.spec import robot_option_help
 from na_training.baselines.condition import condition_experiment
 from na_training.baselines.episodes import RESTRICTED, EpisodeArrays
 from na_training.baselines.metrics import (
@@ -44,7 +45,6 @@ from na_training.baselines.metrics import (
 from na_training.progress import is_terminal
 
 HORIZONS = (100, 300, 500, 600)          # paper Tables III-VI (600 steps ~ 10 s at 60 Hz)
-CONDITION_JOINT = "joint3"               # paper Sec. IV-G
 ROLLOUT_BATCH = 8                        # episodes per compiled rollout call (fixed shape: one compilation)
 STREAM_BATCH = 1024                      # windows per compiled forward call
 RAD_TO_DEG = 180.0 / math.pi
@@ -104,19 +104,21 @@ class EvalEpisode:
         return self.arrays.episode_id
 
 
-def load_split(nad: str | Path, split: str, condition_joint: str = CONDITION_JOINT,
+def load_split(nad: str | Path, split: str, condition_joint: str | None = None,
                skipped: list[str] | None = None) -> list[EvalEpisode]:
     """The split's episodes; unusable ones (too short, a joint without samples) are left out and
-    listed in ``skipped``, as ``na-train compare`` does."""
+    listed in ``skipped``, as ``na-train compare`` does. ``condition_joint``: default the NAD robot's."""
     from na_training.baselines.episodes import episode_arrays_from_nad
     from na_training.batches import from_nad_episode
-    from na_training.nad import load_nad
+    from na_training.nad import load_nad, read_info, robot_spec
 
+    spec = robot_spec(read_info(nad))
+    condition_joint = condition_joint or spec.condition_joint
     episodes = []
     for nad_episode in load_nad(nad, split):
         try:
-            training = from_nad_episode(nad_episode, condition_joint)
-            arrays = episode_arrays_from_nad(nad_episode, condition_joint=condition_joint)
+            training = from_nad_episode(nad_episode, condition_joint, spec=spec)
+            arrays = episode_arrays_from_nad(nad_episode, spec, condition_joint)
         except ValueError as err:
             message = f"episode {nad_episode.meta.get('episode_id', '?')} skipped: {err}"
             _log(f"[eval] {message}")
@@ -137,7 +139,7 @@ def rollout_inputs(episodes: Sequence[Any], pad_frame: np.ndarray, history_lengt
     last good sample, so one bad frame cannot poison the rest of a rollout (its errors are masked);
     ``frames`` gives, per episode, how many rollout steps have a recorded next state (min(horizon, T - 1))."""
     from na_training.baselines.episodes import fill_gaps
-    keys = ("goal", "current", "voltage", "temperature")
+    keys = ("goal", "effort", "voltage", "temperature")
     batch: dict[str, list[np.ndarray]] = {k: [] for k in ("history", "qpos0", "qvel0", *keys)}
     frames = []
     for ep in episodes:
@@ -400,12 +402,12 @@ def plot_forces(episodes: Sequence[EvalEpisode], streaming: Sequence[dict[str, n
 # ------------------------------------------------------------------------------------ driver
 
 def evaluate(run: str | Path, nad: str | Path, split: str = "test", out: str | Path | None = None,
-             horizons: Sequence[int] = HORIZONS, plots: int = 4, progress: bool = True) -> dict[str, Any]:
+             horizons: Sequence[int] = HORIZONS, plots: int = 4, progress: bool = True,
+             robot: str | None = None) -> dict[str, Any]:
     """Evaluate a run (or RUN/checkpoints/N) on a NAD split; writes eval.json, eval.md and plots to ``out``."""
-    from na_description import load_spec
     from na_estimator.features import feature_names
-    from na_training.config import config_from_dict
-    from na_training.nad import read_info
+    from na_training.config import config_from_dict, for_robot
+    from na_training.nad import read_info, robot_spec
     from na_training.train import load_run, load_trained_model
 
     if not horizons or any(h < 1 for h in horizons):
@@ -414,10 +416,10 @@ def evaluate(run: str | Path, nad: str | Path, split: str = "test", out: str | P
     if not Path(nad).exists():
         raise EvaluationError(f"NAD {nad} does not exist")
     info = read_info(nad)
-    spec = load_spec()
+    spec = robot_spec(info, robot)
     description = load_run(run_dir)
     check_compatibility(description, info, feature_names(spec))
-    config = config_from_dict(description["config"], f"{run_dir}/run.json")
+    config = for_robot(config_from_dict(description["config"], f"{run_dir}/run.json"), spec)
     _log(f"[eval] loading the {split} split of {nad}")
     skipped: list[str] = []
     episodes = load_split(nad, split, config.loss.condition_joint, skipped)
@@ -469,6 +471,7 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
                     "eval.md and eval.json.")
     parser.add_argument("run", metavar="RUN_OR_CKPT", help="run directory of 'na-train fit' or RUN/checkpoints/N")
     parser.add_argument("--nad", required=True, help="NAD v1 dataset directory")
+    parser.add_argument("--robot", help=robot_option_help("default: the NAD's robot; given, it must match it"))
     parser.add_argument("--split", default="test", choices=("train", "val", "test"), help="split (default: test)")
     parser.add_argument("--out", help="output directory (default: RUN/eval_SPLIT)")
     parser.add_argument("--horizons", type=int, nargs="+", default=list(HORIZONS),
@@ -483,7 +486,8 @@ def run_eval(args: argparse.Namespace) -> int:
     from na_training.nad import NadError
 
     try:
-        evaluate(args.run, args.nad, args.split, args.out, args.horizons, args.plots, progress=not args.quiet)
+        evaluate(args.run, args.nad, args.split, args.out, args.horizons, args.plots, progress=not args.quiet,
+                 robot=args.robot)
     except (EvaluationError, NadError, FileNotFoundError, ValueError) as err:
         print(f"na-train eval: error: {err}", file=sys.stderr)
         return 2

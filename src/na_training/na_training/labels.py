@@ -13,19 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from na_common.episode_bag import FORCE_SOURCES, NOMINAL_CONDITION, restricted_condition
 from na_common.fixture import FixturePose, FixturePoseError
 
 STANDARD_GRAVITY = 9.81  # m/s^2, the value docs/INTERFACES.md fixes for the payload label
 
-FORCE_SOURCES = ("none", "payload", "ft_sensor")
-
-# Condition label per supervised motor (paper Sec. III-A: c_3 = 1 normal, 0 mechanically
-# restricted; only Joint 3 is supervised on the OpenManipulator-X benchmark).
-CONDITION_LABELS: dict[str, dict[str, float]] = {
-    "nominal": {"joint3": 1.0},
-    "restricted_joint3": {"joint3": 0.0},
-}
-CONDITION_SUPERVISED_JOINTS: tuple[str, ...] = ("joint3",)
+# Condition label of the supervised motor (paper Sec. III-A: c = 1 normal, 0 mechanically restricted;
+# only Joint 3 is supervised on the OpenManipulator-X benchmark). The supervised joint is the robot
+# spec's condition_joint; an episode's condition is "nominal" or "restricted_<that joint>".
 
 
 class LabelError(ValueError):
@@ -64,13 +59,12 @@ def contact_from_force(force: np.ndarray, valid: np.ndarray, threshold: float) -
     return np.linalg.norm(force, axis=1) > threshold
 
 
-def condition_labels(condition: str) -> dict[str, float]:
-    """Per-supervised-joint condition label for an episode's ``condition`` metadata value."""
-    try:
-        return dict(CONDITION_LABELS[condition])
-    except KeyError:
-        known = ", ".join(sorted(CONDITION_LABELS))
-        raise LabelError(f"unknown condition {condition!r} (known: {known})") from None
+def condition_labels(condition: str, joint: str) -> dict[str, float]:
+    """Condition label of the supervised ``joint`` for an episode's ``condition`` metadata value."""
+    known = {NOMINAL_CONDITION: 1.0, restricted_condition(joint): 0.0}
+    if condition not in known:
+        raise LabelError(f"unknown condition {condition!r} (known: {', '.join(known)})")
+    return {joint: known[condition]}
 
 
 def check_force_source(force_source: str) -> str:

@@ -67,21 +67,38 @@ def head_losses(outputs: dict[str, jax.Array], labels: dict[str, jax.Array], gat
             "force_mae": _masked_mean(jnp.abs(predicted - force_label), valid)}
 
 
-def pose_losses(qpos: jax.Array, target_qpos: jax.Array, n_arm: int) -> dict[str, jax.Array]:
-    """Smooth-L1 (beta 1) on the arm joints (rad) and the gripper slide (mm) (paper Eq. 13-14)."""
+def pose_losses(qpos: jax.Array, target_qpos: jax.Array, n_arm: int, gripper_scale: float = METRES_TO_MM
+                ) -> dict[str, jax.Array]:
+    """Smooth-L1 (beta 1) on the arm joints (rad) and the gripper coordinate times ``gripper_scale`` (slide in
+    mm by default, paper Eq. 13-14)."""
     error = qpos - target_qpos
     return {"arm": jnp.mean(smooth_l1(error[..., :n_arm], 1.0)),
-            "gripper_mm": jnp.mean(smooth_l1(error[..., n_arm:] * METRES_TO_MM, 1.0)),
+            "gripper_mm": jnp.mean(smooth_l1(error[..., n_arm:] * gripper_scale, 1.0)),
             "arm_mae_rad": jnp.mean(jnp.abs(error[..., :n_arm]))}
 
 
+def velocity_loss(qpos: jax.Array, target_qpos: jax.Array, start_qpos: jax.Array, frame_period: float
+                  ) -> jax.Array:
+    """Smooth-L1 (beta 1) between finite-difference velocities (rad/s) of the rolled-out and the recorded poses
+    ``[B, H, n]`` (the frame before both: ``start_qpos [B, n]``), over every joint."""
+    def velocity(sequence: jax.Array) -> jax.Array:
+        previous = jnp.concatenate([start_qpos[:, None, :], sequence[:, :-1]], axis=1)
+        return (sequence - previous) / frame_period
+    return jnp.mean(smooth_l1(velocity(qpos) - velocity(target_qpos), 1.0))
+
+
 def rollout_losses(outputs: dict[str, jax.Array], batch: dict[str, jax.Array], config: LossConfig, n_arm: int,
-                   condition_channel: int, heads: bool = True) -> tuple[jax.Array, dict[str, jax.Array]]:
+                   condition_channel: int, heads: bool = True, frame_period: float = 1.0
+                   ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Total loss and its parts for one rollout batch (outputs of :func:`na_training.rollout.rollout`).
 
-    ``heads`` False: the pose terms only (the rollout then trains just the torque surrogate)."""
-    parts = pose_losses(outputs["qpos"], batch["target_qpos"], n_arm)
+    ``heads`` False: the pose terms only (the rollout then trains just the torque surrogate). ``frame_period``
+    (s) scales the finite-difference velocities of the velocity term (``config.velocity_weight`` > 0)."""
+    parts = pose_losses(outputs["qpos"], batch["target_qpos"], n_arm, config.gripper_scale)
     total = config.position_weight * (parts["arm"] + config.gripper_weight * parts["gripper_mm"])
+    if config.velocity_weight > 0:
+        parts["velocity"] = velocity_loss(outputs["qpos"], batch["target_qpos"], batch["qpos0"], frame_period)
+        total = total + config.velocity_weight * parts["velocity"]
     if heads:
         parts |= head_losses(outputs, batch, None, config, condition_channel)
         total = (total + config.force_weight * parts["force"] + config.gate_weight * parts["gate"]

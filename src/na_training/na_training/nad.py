@@ -26,6 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from na_description import RobotSpec, SpecError, load_spec
+
 SCHEMA_NAME = "NAD"
 SCHEMA_VERSION = "1.0"
 SPLITS = ("train", "val", "test")
@@ -68,6 +70,10 @@ ARM_STATE_JOINT_FIELDS: dict[str, tuple[str, str, str]] = {
     "hardware_error": ("bitmask", "telemetry", "uint8"),
     "stale": ("bool", "telemetry", "bool"),
 }
+# Per-joint ArmState fields only some servo families have (columns only for robots whose spec reads them).
+OPTIONAL_ARM_STATE_JOINT_FIELDS: dict[str, tuple[str, str, str]] = {
+    "load": ("1", "telemetry", "float64"),     # Feetech Present Load, signed fraction of maximum output
+}
 # Scalar fields of the follower ArmState.
 ARM_STATE_SCALAR_FIELDS: dict[str, tuple[str, str]] = {
     "gripper_slide": ("m", "proprioception"),
@@ -76,8 +82,13 @@ ARM_STATE_SCALAR_FIELDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_columns(joint_names: Sequence[str], condition_joints: Sequence[str], with_truth: bool) -> list[Column]:
-    """The ordered column list of an episode file for a robot's joints."""
+def build_columns(joint_names: Sequence[str], condition_joints: Sequence[str], with_truth: bool,
+                  optional_fields: Sequence[str] = ()) -> list[Column]:
+    """The ordered column list of an episode file for a robot's joints; ``optional_fields`` names the
+    :data:`OPTIONAL_ARM_STATE_JOINT_FIELDS` the robot records (``("load",)`` for a Feetech arm)."""
+    unknown = [f for f in optional_fields if f not in OPTIONAL_ARM_STATE_JOINT_FIELDS]
+    if unknown:
+        raise NadError(f"unknown optional ArmState fields {unknown} (known: {list(OPTIONAL_ARM_STATE_JOINT_FIELDS)})")
     cols = [
         Column("time", "float64", "s", "time", "frame time since the first frame of the episode"),
         Column("stamp_ns", "int64", "ns", "time", "ROS time of the frame (follower bus-read completion)"),
@@ -89,7 +100,8 @@ def build_columns(joint_names: Sequence[str], condition_joints: Sequence[str], w
     cols += [Column(f"leader_position_{j}", "float64", "rad", "leader", "leader arm joint position")
              for j in joint_names]
     cols.append(Column("leader_gripper_slide", "float64", "m", "leader", "leader single-finger slide"))
-    for name, (unit, group, dtype) in ARM_STATE_JOINT_FIELDS.items():
+    fields = {**ARM_STATE_JOINT_FIELDS, **{f: OPTIONAL_ARM_STATE_JOINT_FIELDS[f] for f in optional_fields}}
+    for name, (unit, group, dtype) in fields.items():
         cols += [Column(f"{name}_{j}", dtype, unit, group, f"follower {name.replace('_', ' ')}") for j in joint_names]
     for name, (unit, group) in ARM_STATE_SCALAR_FIELDS.items():
         cols.append(Column(name, "float64", unit, group, f"follower {name.replace('_', ' ')}"))
@@ -371,6 +383,8 @@ class Episode:
         """Follower streams named like the ``na_msgs/ArmState`` fields (``[T, n]`` or ``[T]``),
         plus ``command_position`` ``[T, n]``: the input of the feature contract."""
         state = {name: self.per_joint(name) for name in ARM_STATE_JOINT_FIELDS}
+        state.update({name: self.per_joint(name) for name in OPTIONAL_ARM_STATE_JOINT_FIELDS
+                      if f"{name}_{self.joint_names[0]}" in self.columns})
         state.update({name: self.columns[name] for name in ARM_STATE_SCALAR_FIELDS})
         state["command_position"] = self.per_joint("command_position")
         state["command_gripper_slide"] = self.columns["command_gripper_slide"]
@@ -386,7 +400,7 @@ class Episode:
 
         state = self.arm_state()
         state["goal_position"] = state["command_position"]
-        return episode_features(state)
+        return episode_features(state, robot_spec(self.info))
 
     def valid_window_starts(self, length: int) -> np.ndarray:
         """Start indices of windows of ``length`` frames whose frames are all valid."""
@@ -395,6 +409,19 @@ class Episode:
         invalid = np.concatenate([[0], np.cumsum(~self.valid)])
         starts = np.arange(len(self) - length + 1)
         return starts[invalid[starts + length] - invalid[starts] == 0]
+
+
+def robot_spec(info: Mapping[str, Any], robot: str | None = None) -> RobotSpec:
+    """The robot spec of a NAD (its ``info.json`` ``robot``); ``robot`` (a --robot option) must name the same arm."""
+    recorded = str(info.get("robot") or "")
+    try:
+        spec = load_spec(recorded or None)
+        if robot is not None and load_spec(robot).name != spec.name:
+            raise NadError(f"the dataset was recorded with robot '{spec.name}', not '{load_spec(robot).name}' "
+                           f"(--robot {robot})")
+    except SpecError as exc:
+        raise NadError(f"dataset robot: {exc}") from None
+    return spec
 
 
 def read_info(path: str | Path) -> dict[str, Any]:

@@ -18,11 +18,12 @@ from tqdm import tqdm
 
 
 class ItemProgress:
-    """Counts items (e.g. bags) and messages; ``advance`` after each item, ``close`` at the end."""
+    """Counts items (e.g. bags) and messages (``what``: e.g. frames); ``advance`` after each item, ``close`` at the
+    end."""
 
     def __init__(self, label: str, total: int, unit: str, *, enabled: bool = True, stream: TextIO | None = None,
-                 interval_s: float = 10.0, clock=time.monotonic) -> None:
-        self.label, self.total, self.unit = label, total, unit
+                 interval_s: float = 10.0, clock=time.monotonic, what: str = "messages") -> None:
+        self.label, self.total, self.unit, self.what = label, total, unit, what
         self.stream = sys.stderr if stream is None else stream
         self.enabled = enabled
         self.interval_s = interval_s
@@ -41,13 +42,13 @@ class ItemProgress:
         if not self.enabled:
             return
         if self._bar is not None:
-            self._bar.set_postfix_str(f"{self.rate():,.0f} messages/s", refresh=False)
+            self._bar.set_postfix_str(f"{self.rate():,.0f} {self.what}/s", refresh=False)
             self._bar.update(1)
         elif self._clock() - self._last_line >= self.interval_s:
             self._write_line()
 
     def rate(self) -> float:
-        """Messages per second so far."""
+        """Messages (or ``what``) per second so far."""
         return self.messages / max(self._clock() - self._start, 1e-9)
 
     def close(self) -> None:
@@ -60,8 +61,8 @@ class ItemProgress:
 
     def line(self) -> str:
         skipped = f", {self.skipped} skipped" if self.skipped else ""
-        return (f"{self.label}: {self.done}/{self.total} {self.unit}s{skipped}, {self.messages:,} messages "
-                f"({self.rate():,.0f} messages/s), {self._clock() - self._start:.1f} s")
+        return (f"{self.label}: {self.done}/{self.total} {self.unit}s{skipped}, {self.messages:,} {self.what} "
+                f"({self.rate():,.0f} {self.what}/s), {self._clock() - self._start:.1f} s")
 
     def _write_line(self) -> None:
         self._last_line = self._clock()

@@ -2,7 +2,7 @@
 
 At every frame the model sees a window whose current token is built, through the shared feature
 contract, from the *simulated* position, velocity and slide (tracking errors recomputed) and the
-*recorded* goals and telemetry (current, voltage, temperature); its clipped torque surrogate then
+*recorded* goals and telemetry (effort, voltage, temperature); its clipped torque surrogate then
 drives ``substeps`` MuJoCo steps (paper Sec. III-D, Eq. 10). ``lax.scan`` over frames carrying only
 the simulator coordinates, reverse-mode gradients through the whole horizon (BPTT), optionally
 ``jax.checkpoint`` per frame (``sim.remat``).
@@ -43,9 +43,10 @@ class ArmSimulator:
         self.spec = spec or load_spec()
         self.config = sim or SimConfig()
         model = load_model(self.spec, contacts=False, constraints=False)
-        frame = model.opt.timestep * self.config.substeps
+        self.substeps = self.config.substeps or max(1, round(self.spec.frame_period / model.opt.timestep))
+        frame = model.opt.timestep * self.substeps
         if abs(frame - self.spec.frame_period) > 1e-9:
-            raise ValueError(f"{self.config.substeps} substeps of {model.opt.timestep} s make {frame} s per frame, "
+            raise ValueError(f"{self.substeps} substeps of {model.opt.timestep} s make {frame} s per frame, "
                              f"the spec's data frame is {self.spec.frame_period} s")
         self.mj_model = model
         # MJX's default device is jax.devices()[0], which in a multi-process run belongs to process 0 only.
@@ -80,7 +81,7 @@ class ArmSimulator:
             state = mjx.step(self.mjx_model, state)
             return state.replace(qvel=jnp.clip(state.qvel, -limit, limit)), None
 
-        data, _ = jax.lax.scan(substep, data, None, length=self.config.substeps, unroll=self.config.unroll_substeps)
+        data, _ = jax.lax.scan(substep, data, None, length=self.substeps, unroll=self.config.unroll_substeps)
         return data
 
     def advance_coordinates(self, qpos: jax.Array, qvel: jax.Array, torque: jax.Array
@@ -98,14 +99,14 @@ class ArmSimulator:
         return data.qpos[..., self.qpos_index], data.qvel[..., self.dof_index]
 
 
-def simulated_features(spec: RobotSpec, goal, qpos, qvel, current, voltage, temperature):
+def simulated_features(spec: RobotSpec, goal, qpos, qvel, effort, voltage, temperature):
     """Feature vectors from simulator coordinates (gripper slide m, m/s) via the shared contract.
 
     The gripper velocity feature is the servo angular velocity (ArmState convention), so the slide
     velocity is mapped back through the spec's linear gripper map."""
     n_arm = spec.n_arm
     velocity = jnp.concatenate([qvel[..., :n_arm], qvel[..., n_arm:] / spec.gripper.slope], axis=-1)
-    return compute_features(goal, qpos[..., :n_arm], qpos[..., n_arm], current, velocity, voltage, temperature,
+    return compute_features(goal, qpos[..., :n_arm], qpos[..., n_arm], effort, velocity, voltage, temperature,
                             spec=spec, xp=jnp)
 
 
@@ -114,7 +115,7 @@ def rollout(graphdef: nnx.GraphDef, params: nnx.State, rest: nnx.State, simulato
     """Roll the model + simulator over ``batch`` (arrays from :mod:`na_training.batches`).
 
     batch: ``history [B, L-1, F]`` recorded past tokens, ``qpos0``/``qvel0 [B, n]`` initial simulated
-    state, per-frame ``goal``/``current``/``voltage``/``temperature`` ``[B, H, n]``.
+    state, per-frame ``goal``/``effort``/``voltage``/``temperature`` ``[B, H, n]``.
     Returns per-frame ``[B, H, ...]``: the simulated ``qpos`` after each frame (the state at t+1) and
     the model outputs at t (``torque_surrogate`` and, with ``heads``, ``force``, ``contact_logit``,
     ``condition_logit``; without, only the torque path of the model is evaluated).
@@ -125,13 +126,13 @@ def rollout(graphdef: nnx.GraphDef, params: nnx.State, rest: nnx.State, simulato
     advance = jax.vmap(simulator.advance_coordinates)
     if simulator.config.remat:
         advance = jax.checkpoint(advance)
-    per_frame = {k: jnp.swapaxes(batch[k], 0, 1) for k in ("goal", "current", "voltage", "temperature")}
+    per_frame = {k: jnp.swapaxes(batch[k], 0, 1) for k in ("goal", "effort", "voltage", "temperature")}
     qpos_index, dof_index = simulator.qpos_index, simulator.dof_index
 
     def frame(carry, inputs):
         qpos_full, qvel_full, past = carry
         qpos, qvel = qpos_full[..., qpos_index], qvel_full[..., dof_index]
-        current_token = simulated_features(spec, inputs["goal"], qpos, qvel, inputs["current"], inputs["voltage"],
+        current_token = simulated_features(spec, inputs["goal"], qpos, qvel, inputs["effort"], inputs["voltage"],
                                            inputs["temperature"])
         window = jnp.concatenate([past, current_token[:, None, :].astype(past.dtype)], axis=1)
         if heads:

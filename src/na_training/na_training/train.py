@@ -33,7 +33,7 @@ from flax import nnx
 from na_description import RobotSpec, load_spec
 from na_estimator.features import SCHEMA_VERSION, FeatureStats, feature_names
 from na_training.batches import DataError, TrainingEpisode, WindowSampler
-from na_training.config import TrainConfig, config_from_dict
+from na_training.config import TrainConfig, config_from_dict, for_robot
 from na_training.inverse_dynamics import InverseDynamics
 from na_training.losses import rollout_losses, supervised_losses
 from na_training.model import NeuralActuator, build_model, parameter_count
@@ -80,7 +80,7 @@ class TrainState:
     opt_state: Any
 
 
-ROLLOUT_BATCH_KEYS = ("history", "qpos0", "qvel0", "goal", "current", "voltage", "temperature", "target_qpos",
+ROLLOUT_BATCH_KEYS = ("history", "qpos0", "qvel0", "goal", "effort", "voltage", "temperature", "target_qpos",
                       "force", "force_valid", "condition", "condition_mask")
 
 
@@ -99,10 +99,11 @@ class Trainer:
                  val_episodes: Sequence[TrainingEpisode] = (), run_dir: str | Path | None = None,
                  spec: RobotSpec | None = None, stats: FeatureStats | None = None,
                  log: Callable[[str], None] | None = None, parallel: DataParallel | None = None) -> None:
+        self.spec = spec or load_spec()
+        config = for_robot(config, self.spec)       # feature count, motors and condition joint of this arm
         enable_float64(config.sim.float64)
         self.parallel = parallel
         self.config = config
-        self.spec = spec or load_spec()
         self.log = log or (lambda text: None)
         if config.model.n_motors != self.spec.n_motors:
             raise DataError(f"model.n_motors is {config.model.n_motors}, the robot has {self.spec.n_motors} motors")
@@ -162,7 +163,8 @@ class Trainer:
         """The rollout loss (pose, plus the heads in the paper's recipe or with ``hybrid.rollout_heads``)."""
         heads = not self.hybrid or self.config.hybrid.rollout_heads
         outputs = rollout(self.graphdef, params, self.rest, self.simulator, batch, heads=heads)
-        return rollout_losses(outputs, batch, self.config.loss, self.spec.n_arm, self.condition_channel, heads=heads)
+        return rollout_losses(outputs, batch, self.config.loss, self.spec.n_arm, self.condition_channel, heads=heads,
+                              frame_period=self.spec.frame_period)
 
     def _supervised_impl(self, params: nnx.State, batch: dict[str, jax.Array], torque_weight: jax.Array
                          ) -> tuple[jax.Array, dict[str, jax.Array]]:

@@ -124,7 +124,7 @@ def nad_episode_from_arrays(e, task: str, condition: str, condition_label: float
 
     label = float(e.condition) if condition_label is None else condition_label
     return NadTestEpisode(e.episode_id, task, e.time, list(load_spec().arm_joint_names), e.position, e.velocity,
-                          e.current, e.goal_position, e.force, e.contact, goal_position=e.goal_position,
+                          e.effort, e.goal_position, e.force, e.contact, goal_position=e.goal_position,
                           condition=condition, condition_label=label,
                           force_source=e.force_source if force_source is None else force_source)
 
@@ -139,7 +139,7 @@ def nad_episode_from_simulation(ep, episode_id: str, task: str = "free_motion", 
     position = np.c_[ep.qpos[:, :4], gripper.slide_to_angle(ep.qpos[:, 4])]
     velocity = np.c_[ep.qvel[:, :4], ep.qvel[:, 4] / gripper.slope]       # slide m/s -> servo rad/s
     return NadTestEpisode(episode_id, task, np.arange(frames) * spec.frame_period, list(spec.joint_names),
-                          position, velocity, ep.current, ep.goal, ep.force,
+                          position, velocity, ep.effort, ep.goal, ep.force,
                           fields.pop("contact", np.linalg.norm(ep.force, axis=1) > 0.01),
                           voltage=ep.voltage, temperature=ep.temperature, gripper_slide=ep.qpos[:, 4], **fields)
 

@@ -92,7 +92,7 @@ def test_id_linear_clamps_negative_slope_and_reports_it(linear_data):
     free, _ = linear_data
     inverted = []
     for e in free:   # joint4's current wired with the wrong sign: its fitted slope becomes negative
-        current = e.current.copy()
+        current = e.effort.copy()
         current[:, 3] *= -1
         inverted.append(EpisodeArrays(e.episode_id, e.time, e.position, e.velocity, current))
     method = IDLinear(InverseDynamicsCache(accel_scheme="forward", smoothing_frames=1))

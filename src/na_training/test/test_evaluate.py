@@ -143,7 +143,7 @@ def test_rollout_errors_match_the_training_rollout(evaluated, nad_and_run):
     batch = sampler.windows(picks, horizon)
     evaluator = RolloutEvaluator(model, config, load_spec())
     outputs = evaluator._run(evaluator._params, {k: batch[k] for k in
-                                                 ("history", "qpos0", "qvel0", "goal", "current", "voltage",
+                                                 ("history", "qpos0", "qvel0", "goal", "effort", "voltage",
                                                   "temperature")})
     error = np.abs(np.asarray(outputs["qpos"]) - batch["target_qpos"])
     for k, ep in enumerate(episodes):

@@ -142,7 +142,7 @@ def test_inverse_dynamics_recovers_the_torques_that_made_the_motion(synthetic_ep
     episode = synthetic_episodes[0]
     inverse = InverseDynamics(load_spec())
     labels = inverse.episode_torques(episode)
-    applied = episode.current * TORQUE_PER_AMP          # the synthetic arm was driven by exactly these
+    applied = episode.effort * TORQUE_PER_AMP          # the synthetic arm was driven by exactly these
     inner = slice(5, len(episode) - 5)
     arm = np.s_[:, :4]
     error = labels[inner][arm] - applied[inner][arm]
@@ -177,7 +177,7 @@ def test_mlp_baseline_is_deterministic_and_learns(synthetic_episodes):
     from na_training.baselines.mlp import MLPConfig, MLPForce
 
     def with_force(episode):       # a learnable label: linear in the current frame's currents
-        force = np.c_[episode.current[:, 0], np.zeros(len(episode)), -2.0 * episode.current[:, 1]]
+        force = np.c_[episode.effort[:, 0], np.zeros(len(episode)), -2.0 * episode.effort[:, 1]]
         return type(episode)(**{**episode.__dict__, "force": force})
 
     train = [with_force(e) for e in synthetic_episodes[:2]]

@@ -34,7 +34,7 @@ def run_frames(simulator):
 def test_mjx_reproduces_cpu_mujoco_under_known_torques(simulator, run_frames, synthetic_episodes):
     episode = synthetic_episodes[0]
     start, frames = 10, 40
-    torques = episode.current[start:start + frames] * TORQUE_PER_AMP
+    torques = episode.effort[start:start + frames] * TORQUE_PER_AMP
     state = simulator.initial_state(jnp.asarray(episode.qpos[start]), jnp.asarray(episode.qvel[start]))
     qpos, qvel = run_frames(state, jnp.asarray(torques))
     assert qpos.dtype == jnp.float64
@@ -56,12 +56,12 @@ def test_torque_is_clipped_to_spec_bounds_and_velocity_to_10_rad_s(simulator, ru
 def test_features_of_the_simulated_state_follow_the_contract(simulator, synthetic_episodes):
     episode = synthetic_episodes[1]
     feats = jax.jit(lambda *a: simulated_features(load_spec(), *a))(
-        episode.goal, episode.qpos, episode.qvel, episode.current, episode.voltage, episode.temperature)
+        episode.goal, episode.qpos, episode.qvel, episode.effort, episode.voltage, episode.temperature)
     assert feats.shape == (len(episode), NUM_FEATURES)
     np.testing.assert_allclose(np.asarray(feats), episode.features, atol=1e-9)
     assert np.allclose(episode.features, episode_features({
         "goal_position": episode.goal, "position": np.c_[episode.qpos[:, :4], np.zeros(len(episode))],
-        "gripper_slide": episode.qpos[:, 4], "current": episode.current,
+        "gripper_slide": episode.qpos[:, 4], "current": episode.effort,
         "velocity": np.c_[episode.qvel[:, :4], episode.qvel[:, 4] / load_spec().gripper.slope],
         "input_voltage": episode.voltage, "temperature": episode.temperature}))
 

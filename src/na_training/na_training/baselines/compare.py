@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from na_description.spec import RobotSpec, load_spec
+from na_description.spec import RobotSpec, load_spec, robot_option_help
 from na_training.baselines.condition import (
     WINDOW_SIZE,
     build_windows,
@@ -32,7 +32,7 @@ from na_training.baselines.condition import (
     evaluate_condition_baselines,
 )
 from na_training.baselines.contact import ContactDetector
-from na_training.baselines.dynamics import InverseDynamicsCache
+from na_training.baselines.dynamics import InverseDynamicsCache, RigidBodyModel
 from na_training.baselines.episodes import RESTRICTED, EpisodeArrays, episode_arrays_from_nad, fill_gaps
 from na_training.baselines.id_friction import IDFriction
 from na_training.baselines.id_linear import IDLinear
@@ -48,7 +48,6 @@ from na_training.progress import is_terminal
 
 LEARNED = "NeuralActuator"
 DATA_DRIVEN = (MLPForce.name,)   # learned baselines: not part of "best classical"
-CONDITION_JOINT = "joint3"       # the supervised joint of the paper's condition experiment (Sec. IV-G)
 # Predictor of a learned model: episode -> {"force": [T, 3], "contact_prob": [T], "condition": [T, n_motors]}
 Predictor = Callable[[EpisodeArrays], dict[str, np.ndarray]]
 
@@ -59,8 +58,8 @@ def _log(message: str) -> None:
 
 # ------------------------------------------------------------------------------------ core
 
-def _force_methods(mlp: MLPConfig | None = None) -> list:
-    cache = InverseDynamicsCache()
+def _force_methods(spec: RobotSpec, mlp: MLPConfig | None = None) -> list:
+    cache = InverseDynamicsCache(RigidBodyModel(spec))
     linear = IDLinear(cache)
     methods = [linear, IDFriction(cache), MomentumObserver(linear)]
     return methods + ([MLPForce(mlp)] if mlp is not None else [])
@@ -73,13 +72,15 @@ def _estimate_all(method, episodes: Sequence[EpisodeArrays], label: str) -> list
 
 def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArrays],
                      predictor: Predictor | None = None, seed: int = 0,
-                     condition_joint: str = CONDITION_JOINT, spec: RobotSpec | None = None,
+                     condition_joint: str | None = None, spec: RobotSpec | None = None,
                      mlp: MLPConfig | None = None) -> dict:
     """Fit the baselines on ``train``, score them (and ``predictor``) on ``test``; a JSON-ready dict.
 
     ``mlp``: also the data-driven MLP baseline (:mod:`.mlp`) with this config, when every episode
-    carries its NAD episode (``extra["nad_episode"]``); otherwise it is skipped with a note."""
+    carries its NAD episode (``extra["nad_episode"]``); otherwise it is skipped with a note.
+    ``condition_joint``: the supervised joint of the condition experiment (default the spec's)."""
     spec = spec or load_spec()
+    condition_joint = condition_joint or spec.condition_joint
     if not test:
         raise ValueError("no test episodes to compare on")
     force_test = [e for e in test if e.is_nominal and e.has_force_label]
@@ -90,6 +91,10 @@ def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArray
                      "no_contact_test": len(quiet_test)},
         "force_mae": {}, "false_contact_rate": {}, "contact": {}, "condition": {}, "fits": {}, "notes": [],
     }
+    if spec.effort_signal != "current":
+        results["notes"].append(f"{spec.name}: the current-based observers (ID-Linear, ID-Friction, momentum "
+                                f"observer) read the servos' {spec.effort_signal} signal through the effort-to-"
+                                "torque scale they fit per joint")
     groups = [group_key(e.task, e.payload_grams) for e in force_test]
 
     def score_force(name: str, forces: list[np.ndarray], contacts: list[np.ndarray], contact_score: list) -> None:
@@ -111,7 +116,7 @@ def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArray
     if mlp is not None and not all("nad_episode" in e.extra for e in (*train, *test)):
         results["notes"].append(f"{MLPForce.name} skipped: it needs the episodes' NAD feature columns")
         mlp = None
-    for method in _force_methods(mlp):
+    for method in _force_methods(spec, mlp):
         try:
             _log(f"[compare] fitting {method.name} on {len(fit_train)} nominal training episodes")
             results["fits"][method.name] = report = method.fit(fit_train)
@@ -317,15 +322,17 @@ def resolve_model(model_path: str | Path, out_dir: str | Path) -> Path:
 
 
 def run_comparison(nad_path: str | Path, model_path: str | Path | None, out_dir: str | Path, seed: int = 0,
-                   mlp: MLPConfig | None = None) -> dict:
+                   mlp: MLPConfig | None = None, robot: str | None = None) -> dict:
     """Load a NAD, fit the baselines on its train split, compare on its test split, write the reports.
 
     ``model_path``: exported ``model.onnx``, a training run directory (exported first), or None
-    for the baselines alone.
+    for the baselines alone. ``robot``: must name the NAD's robot when given.
     """
-    from na_training.nad import load_nad
+    from na_training.nad import load_nad, read_info, robot_spec
 
-    spec = load_spec()
+    # The model is checked before the (long) NAD load: against the NAD's robot when its info is readable.
+    has_info = (Path(nad_path) / "meta" / "info.json").is_file()
+    spec = robot_spec(read_info(nad_path), robot) if has_info else load_spec(robot)
     model_file = resolve_model(model_path, out_dir) if model_path is not None else None
     predictor = OnnxPredictor(model_file, spec) if model_file is not None else None   # refused before any work
     _log(f"[compare] loading {nad_path}")
@@ -363,6 +370,7 @@ def add_compare_parser(subparsers) -> argparse.ArgumentParser:
 
 def configure_compare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nad", required=True, type=Path, help="NAD v1 dataset directory")
+    parser.add_argument("--robot", help=robot_option_help("default: the NAD's robot; given, it must match it"))
     parser.add_argument("--model", type=Path, default=None,
                         help="exported model.onnx or a training run directory (omit: baselines only)")
     parser.add_argument("--out", type=Path, default=Path("compare_out"), help="output directory (default: %(default)s)")
@@ -385,7 +393,7 @@ def run_compare(args: argparse.Namespace) -> int:
         return 2
     mlp = None if args.no_mlp else MLPConfig(steps=args.mlp_steps, seed=args.seed)
     try:
-        run_comparison(args.nad, args.model, args.out, args.seed, mlp)
+        run_comparison(args.nad, args.model, args.out, args.seed, mlp, args.robot)
     except (ValueError, FileNotFoundError) as err:
         print(f"na-train compare: error: {err}", file=sys.stderr)
         return 2

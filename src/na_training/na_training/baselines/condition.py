@@ -139,7 +139,7 @@ def episode_windows(episode: EpisodeArrays, joint_index: int, size: int = WINDOW
     starts = window_starts(episode.n_frames, size, overlap)
     j = joint_index
     goal = episode.goal_position[:, j] if episode.goal_position is not None else episode.position[:, j]
-    columns = [_windows(x, starts, size) for x in (episode.current[:, j], episode.velocity[:, j],
+    columns = [_windows(x, starts, size) for x in (episode.effort[:, j], episode.velocity[:, j],
                                                    episode.position[:, j], goal, episode.time)]
     features = window_features(*columns) if starts.size else np.zeros((0, len(FEATURE_NAMES)))
     restricted = np.full(starts.size, episode.condition is not None and int(episode.condition) == RESTRICTED)

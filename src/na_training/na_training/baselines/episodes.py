@@ -30,7 +30,8 @@ class EpisodeArrays:
     time: np.ndarray                          # [T]
     position: np.ndarray                      # [T, n_arm]
     velocity: np.ndarray                      # [T, n_arm]
-    current: np.ndarray                       # [T, n_arm]
+    effort: np.ndarray                        # [T, n_arm] the robot's effort signal: current (A) or load
+                                              # (signed fraction); the observers map it to torque by a fitted scale
     goal_position: np.ndarray | None = None   # [T, n_arm]
     gripper_slide: np.ndarray | None = None   # [T] single-finger slide, m
     force: np.ndarray | None = None           # [T, 3] label
@@ -50,7 +51,7 @@ class EpisodeArrays:
             raise ValueError(f"episode {self.episode_id}: time must be 1-D with at least 3 frames")
         if np.any(np.diff(self.time) <= 0):
             raise ValueError(f"episode {self.episode_id}: time stamps are not strictly increasing")
-        for name in ("position", "velocity", "current", "goal_position"):
+        for name in ("position", "velocity", "effort", "goal_position"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -59,8 +60,8 @@ class EpisodeArrays:
                 raise ValueError(f"episode {self.episode_id}: {name} must be [T={n_frames}, n_arm], got {value.shape}")
             setattr(self, name, value)
         n_arm = self.position.shape[1]
-        if self.velocity.shape[1] != n_arm or self.current.shape[1] != n_arm:
-            raise ValueError(f"episode {self.episode_id}: position/velocity/current joint counts differ")
+        if self.velocity.shape[1] != n_arm or self.effort.shape[1] != n_arm:
+            raise ValueError(f"episode {self.episode_id}: position/velocity/effort joint counts differ")
         if self.force is not None:
             self.force = np.asarray(self.force, dtype=float)
             if self.force.shape != (n_frames, 3):
@@ -119,7 +120,8 @@ def fill_gaps(values: np.ndarray) -> np.ndarray:
     return flat.reshape(values.shape)
 
 
-def episode_arrays_from_nad(episode, spec: RobotSpec | None = None, condition_joint: str = "joint3") -> EpisodeArrays:
+def episode_arrays_from_nad(episode, spec: RobotSpec | None = None, condition_joint: str | None = None
+                            ) -> EpisodeArrays:
     """Adapt a ``na_training.nad.Episode`` (columns ``position_<joint>``, ``force_x`` ...) to EpisodeArrays.
 
     Invalid frames (``frame_valid`` false) keep their place in time (finite differences and the
@@ -127,9 +129,10 @@ def episode_arrays_from_nad(episode, spec: RobotSpec | None = None, condition_jo
     the force metrics through ``force_valid``.
     """
     if spec is None:
-        from na_description import load_spec
+        from na_training.nad import robot_spec
 
-        spec = load_spec()
+        spec = robot_spec(episode.info)
+    condition_joint = condition_joint or spec.condition_joint
     columns, arm = episode.columns, spec.arm_joint_names
 
     def per_joint(field: str) -> np.ndarray:
@@ -148,7 +151,7 @@ def episode_arrays_from_nad(episode, spec: RobotSpec | None = None, condition_jo
     return EpisodeArrays(
         episode_id=str(meta.get("episode_id", meta.get("episode_index"))),
         time=np.asarray(episode.time, dtype=float),
-        position=per_joint("position"), velocity=per_joint("velocity"), current=per_joint("current"),
+        position=per_joint("position"), velocity=per_joint("velocity"), effort=per_joint(spec.effort_signal),
         goal_position=per_joint("command_position"),
         gripper_slide=fill_gaps(columns["gripper_slide"]) if "gripper_slide" in columns else None,
         force=np.nan_to_num(episode.force), force_valid=episode.force_valid.all(axis=1) & valid,

@@ -119,7 +119,7 @@ class IDFriction(IDLinear):
         for episode, mask in free_motion_training_frames(episodes):
             tau_id, _ = self.cache.get(episode)
             tau.append(tau_id[mask])
-            current.append(episode.current[mask])
+            current.append(episode.effort[mask])
             velocity.append(episode.velocity[mask])
             # the flank state needs the whole history, so compute it before masking
             flank.append(backlash_flank(episode.velocity, self.backlash_velocity)[mask])
@@ -150,4 +150,4 @@ class IDFriction(IDLinear):
     def actuator_torque(self, episode: EpisodeArrays) -> np.ndarray:
         if self.friction_map is None:
             raise RuntimeError(f"{self.name}: call fit() before estimating")
-        return self.friction_map.torque(episode.current, episode.velocity)
+        return self.friction_map.torque(episode.effort, episode.velocity)

@@ -88,7 +88,7 @@ class IDLinear:
         for episode, mask in free_motion_training_frames(episodes):
             tau, _ = self.cache.get(episode)
             columns["tau"].append(tau[mask])
-            columns["current"].append(episode.current[mask])
+            columns["current"].append(episode.effort[mask])
             columns["velocity"].append(episode.velocity[mask])
         return {k: np.concatenate(v) for k, v in columns.items()}
 
@@ -109,7 +109,7 @@ class IDLinear:
     def actuator_torque(self, episode: EpisodeArrays) -> np.ndarray:
         if self.current_map is None:
             raise RuntimeError(f"{self.name}: call fit() before estimating")
-        return self.current_map.torque(episode.current)
+        return self.current_map.torque(episode.effort)
 
     def joint_residual(self, episode: EpisodeArrays) -> np.ndarray:
         """τ_ext = τ_ID − τ_act [T, n] (N·m)."""

@@ -97,7 +97,7 @@ def simulate_episode(actuator: SyntheticActuator, duration: float = 4.0, seed: i
     data.qpos[qpos_idx] = centre + amplitude * np.sin(phase)
     data.qvel[dof_idx] = amplitude * omega * np.cos(phase)
     restricted = restriction_stiffness > 0
-    joint3 = arm.index("joint3")
+    joint3 = arm.index(spec.condition_joint)
     steps = round(duration / h)
     record = {k: np.zeros((steps, n)) for k in ("position", "velocity", "current", "goal")}
     forces = np.zeros((steps, 3))
@@ -132,6 +132,6 @@ def simulate_episode(actuator: SyntheticActuator, duration: float = 4.0, seed: i
     contact = np.linalg.norm(forces, axis=1) > 1e-6
     return EpisodeArrays(
         episode_id=episode_id, time=np.arange(steps) * h, position=record["position"], velocity=record["velocity"],
-        current=record["current"], goal_position=record["goal"], force=forces, contact=contact,
+        effort=record["current"], goal_position=record["goal"], force=forces, contact=contact,
         force_source=labels.pop("force_source", "ft_sensor" if force_profile is not None else "none"),
         condition=labels.pop("condition", 0 if restricted else NOMINAL), **labels)
