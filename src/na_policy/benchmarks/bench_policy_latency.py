@@ -4,8 +4,9 @@
   ``na-policy train``; default: a force policy of the shipped size with random weights, written to a
   temporary directory), started with ``start_duration:=0``;
 * this process plays the follower driver and the estimator: ``na_msgs/ArmState`` at ``--state-rate`` Hz (the
-  driver's 100 Hz) and ``/estimator/force`` + ``/estimator/contact`` after each state, and listens to
-  ``/follower/command``.
+  driver's 100 Hz) and ``/estimator/force`` + ``/estimator/contact`` with each state;
+* a listener process (multiprocessing, spawn) takes the time each ``/follower/command`` arrives and the
+  node's ``/diagnostics`` (separate processes: neither waits for the other's Python).
 
 Figures: commands per second (the policy's 60 Hz), the command interval, and the input-to-command latency: the
 receipt of each command minus the publication of the state it answered (the newest state sent before it),
@@ -58,80 +59,102 @@ def random_policy(folder: Path) -> Path:
     return policy.save(folder / "random_force.npz")
 
 
-def run(policy: Path, seconds: float, state_rate: float) -> int:
+def listen(seconds: float, ready, results) -> None:
+    """Listener process: receipt times (``time.perf_counter``, CLOCK_MONOTONIC, shared by all processes) of
+    the commands and the policy node's latest /diagnostics values, for ``seconds`` after ``ready`` is set."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
-    from geometry_msgs.msg import WrenchStamped
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
 
     from na_common import topics
-    from na_common.ament import find_executable
-    from na_msgs.msg import ArmState, Contact, JointCommand
+    from na_msgs.msg import JointCommand
 
-    executable = find_executable("na_policy", "policy")
-    node_process = subprocess.Popen([str(executable), "--ros-args", "-p", f"policy_path:={policy}",
-                                     "-p", "start_duration:=0.0"], stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, start_new_session=True)
     context = Context()
     rclpy.init(context=context)
-    node = rclpy.create_node("bench_policy", context=context)
-    state_pub = node.create_publisher(ArmState, topics.FOLLOWER_ARM_STATE, 10)
-    force_pub = node.create_publisher(WrenchStamped, topics.ESTIMATED_FORCE, 10)
-    contact_pub = node.create_publisher(Contact, topics.ESTIMATED_CONTACT, 10)
-    sent: list[float] = []
+    node = rclpy.create_node("bench_policy_listener", context=context)
     received: list[float] = []
     diagnostics: dict[str, str] = {}
-    lock = threading.Lock()
-
-    def on_command(_msg) -> None:
-        received.append(time.perf_counter())
 
     def on_diagnostics(msg) -> None:
         for status in msg.status:
             if status.name == "policy":
                 diagnostics.update({kv.key: kv.value for kv in status.values})
 
-    node.create_subscription(JointCommand, topics.FOLLOWER_COMMAND, on_command, 100)
+    node.create_subscription(JointCommand, topics.FOLLOWER_COMMAND, lambda _m: received.append(time.perf_counter()),
+                             100)
     node.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, on_diagnostics, 10)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
-    stop = threading.Event()
-    spinner = threading.Thread(target=lambda: [executor.spin_once(timeout_sec=0.05) for _ in iter(stop.is_set, True)],
-                               daemon=True)
-    spinner.start()
+    ready.set()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        executor.spin_once(timeout_sec=0.05)
+    results.put((received, diagnostics))
+    executor.shutdown()
+    node.destroy_node()
+    rclpy.try_shutdown(context=context)
+
+
+def run(policy: Path, seconds: float, state_rate: float) -> int:
+    import multiprocessing as mp
+
+    import rclpy
+    from geometry_msgs.msg import WrenchStamped
+    from rclpy.context import Context
+
+    from na_common import topics
+    from na_common.ament import find_executable
+    from na_msgs.msg import ArmState, Contact
+
+    executable = find_executable("na_policy", "policy")
+    node_process = subprocess.Popen([str(executable), "--ros-args", "-p", f"policy_path:={policy}",
+                                     "-p", "start_duration:=0.0", "-p", "start_settle:=0.0"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    spawn = mp.get_context("spawn")
+    ready, results = spawn.Event(), spawn.Queue()
+    warm_up = 10.0
+    listener = spawn.Process(target=listen, args=(warm_up + seconds + 2.0, ready, results), daemon=True)
+    listener.start()
+    context = Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("bench_policy", context=context)
+    publishers = (node.create_publisher(ArmState, topics.FOLLOWER_ARM_STATE, 10),
+                  node.create_publisher(WrenchStamped, topics.ESTIMATED_FORCE, 10),
+                  node.create_publisher(Contact, topics.ESTIMATED_CONTACT, 10))
+    types = (ArmState, WrenchStamped, Contact)
+    sent: list[float] = []
+    lock = threading.Lock()
     try:
+        ready.wait(30.0)
         deadline = time.monotonic() + 30.0
-        while state_pub.get_subscription_count() == 0 or not received:
-            if node_process.poll() is not None:
-                print(f"the policy node exited with code {node_process.returncode}", file=sys.stderr)
+        while publishers[0].get_subscription_count() == 0:
+            if node_process.poll() is not None or time.monotonic() > deadline:
+                print("the policy node did not come up", file=sys.stderr)
                 return 1
-            _publish(node, (state_pub, force_pub, contact_pub), (ArmState, WrenchStamped, Contact), sent, lock)
-            time.sleep(1.0 / state_rate)
-            if time.monotonic() > deadline:
-                print("no command from the policy node within 30 s", file=sys.stderr)
-                return 1
-        print(f"measuring {seconds:.0f} s: states at {state_rate:g} Hz -> policy node ({policy.name})", flush=True)
-        with lock:
-            sent.clear()
-        received.clear()
+            time.sleep(0.05)
         period = 1.0 / state_rate
+        warm_end = time.monotonic() + warm_up             # discovery, the estimator wait, first commands
+        while time.monotonic() < warm_end:
+            _publish(node, publishers, types, [], lock)
+            time.sleep(period)
+        print(f"measuring {seconds:.0f} s: states at {state_rate:g} Hz -> policy node ({policy.name})", flush=True)
         start = time.perf_counter()
         next_at = start
         while time.perf_counter() - start < seconds:
             next_at += period
-            _publish(node, (state_pub, force_pub, contact_pub), (ArmState, WrenchStamped, Contact), sent, lock)
+            _publish(node, publishers, types, sent, lock)
             delay = next_at - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
-        time.sleep(0.2)
-        time.sleep(1.2)                     # one more diagnostics message
-        _report(np.asarray(sent), np.asarray(received), time.perf_counter() - start - 1.4, diagnostics)
+        elapsed = time.perf_counter() - start
+        received, diagnostics = results.get(timeout=30.0)
+        received = np.asarray(received)
+        received = received[(received >= start) & (received <= start + elapsed + 0.05)]
+        _report(np.asarray(sent), received, elapsed, diagnostics)
         return 0
     finally:
-        stop.set()
-        spinner.join(timeout=2.0)
-        executor.shutdown()
+        listener.join(timeout=10.0)
         node.destroy_node()
         rclpy.try_shutdown(context=context)
         os.killpg(node_process.pid, signal.SIGINT)
