@@ -7,8 +7,8 @@ kept as they arrive.
 
 Start: from the first state, the arm is moved to the policy's start pose (where its demonstrations began)
 along a minimum-jerk blend of ``start_duration`` s and held there ``start_settle`` s; the policy acts after
-that. A force policy tares the estimator's force on its first action (the arm at rest at the start pose) and
-sees the force minus that.
+that. A force policy tares the estimator's force: the median of what the estimator said while the arm rested
+at the start pose (or its latest value if it said nothing then); it sees the force minus that.
 
 Safety, in this order:
 * names: a state whose joint names differ from the policy's is refused (hold);
@@ -45,7 +45,7 @@ class SafetyConfig:
     max_step: float = 0.03           # rad per command (1.8 rad/s at 60 Hz)
     max_lead: float = 0.12           # rad between command and measured position
     state_timeout: float = 0.1       # s, a state older than this on arrival is not acted on
-    estimator_timeout: float = 0.5   # s without estimator output after it was heard: stop and hold
+    estimator_timeout: float = 1.0   # s without estimator output after it was heard: stop and hold
     start_duration: float = 2.0      # s, blend from the first measured pose to the policy's start pose
     start_settle: float = 0.5        # s held at the start pose after the blend (the estimator settles; tare)
 
@@ -64,7 +64,8 @@ class PolicyCore:
         self.needs_estimator = uses_estimator(policy.variant)
         self.period = 1.0 / policy.rate_hz
         self.force: np.ndarray | None = None
-        self.tare: np.ndarray | None = None      # estimator force when the policy first acted (features.py)
+        self.tare: np.ndarray | None = None      # the estimator's force at rest at the start pose (features.py)
+        self._tare_samples: list[np.ndarray] = []
         self.contact: float | None = None
         self.force_received = -math.inf       # s, local monotonic clock
         self.contact_received = -math.inf
@@ -75,6 +76,7 @@ class PolicyCore:
         self.last_state_received = -math.inf
         self.next_due: float | None = None
         self.blend: tuple[float, np.ndarray] | None = None    # (start stamp, pose) of the move to the start pose
+        self._blend_done = False
         self.started = False                                 # the move to the start pose is done
         self.commands = self.actions = self.holds = self.clamps = self.refused = 0
 
@@ -83,6 +85,13 @@ class PolicyCore:
         value = np.asarray(force, dtype=float)
         if value.shape == (3,) and np.all(np.isfinite(value)):
             self.force, self.force_received = value, time.monotonic() if now is None else now
+            if self.settling:
+                self._tare_samples.append(value)
+
+    @property
+    def settling(self) -> bool:
+        """The arm rests at the start pose (after the move, before the first action): the tare window."""
+        return self.blend is not None and self._blend_done and not self.started
 
     def on_contact(self, probability: float, now: float | None = None) -> None:
         if math.isfinite(probability):
@@ -133,7 +142,8 @@ class PolicyCore:
                 return self._hold(position, ERROR, self.stopped_reason)
             self.heard_estimator = True
             if self.tare is None:
-                self.tare = self.force.copy()
+                samples = self._tare_samples or [self.force]
+                self.tare = np.median(np.asarray(samples), axis=0)
         force = None if self.force is None or self.tare is None else self.force - self.tare
         obs = observation(self.policy.variant, position, force, self.contact)
         started = time.perf_counter()
@@ -171,6 +181,7 @@ class PolicyCore:
         phase = min(1.0, elapsed / self.safety.start_duration) if self.safety.start_duration > 0 else 1.0
         shape = phase**3 * (10.0 - 15.0 * phase + 6.0 * phase**2)       # minimum jerk
         command = np.clip(origin + shape * (self.policy.start_pose - origin), self.safety.lower, self.safety.upper)
+        self._blend_done = phase >= 1.0
         self.started = elapsed >= self.safety.start_duration + self.safety.start_settle
         self.level, self.message = OK, "moving to the policy's start pose"
         return self._emit(command, False, 0.0, False)

@@ -37,7 +37,7 @@ class DemoEpisode:
     name: str
     time: np.ndarray             # (T,) s since the first tick
     position: np.ndarray         # (T, 5) measured follower position
-    force: np.ndarray            # (T, 3) estimator force (from an earlier state), tared at the first tick
+    force: np.ndarray            # (T, 3) estimator force (from an earlier state), tared at rest before the move
     contact: np.ndarray          # (T,) estimator contact probability
     command: np.ndarray          # (T, 5) teleop command in effect at the tick
     truth_force_z: np.ndarray    # (T,) upward ground-truth force on the tool (simulated rig), nan when absent
@@ -118,7 +118,8 @@ def load_demo(path: str | Path, rate_hz: float = RATE_HZ) -> DemoEpisode:
         order = np.argsort(arrays["truth_t"])
         index = _latest(arrays["truth_t"][order], ticks)
         truth = np.where(index >= 0, arrays["truth"][order][np.maximum(index, 0)], np.nan)
-    tared = arrays["force"][force][sl] - arrays["force"][force][first]
+    rest = arrays["force"][force][first: max(first + 1, int(moved[0]))]       # at rest at the hover
+    tared = arrays["force"][force][sl] - np.median(rest, axis=0)
     return DemoEpisode(name=path.name, time=ticks[sl] - ticks[first], position=arrays["state_q"][state][sl],
                        force=tared, contact=arrays["contact"][contact][sl], command=cmd[sl],
                        truth_force_z=truth[sl], payload_grams=payload_grams)

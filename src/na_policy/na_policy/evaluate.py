@@ -27,7 +27,7 @@ from na_policy.live import LiveError, LiveProbe
 from na_sim.press_task import FORCE_BAND, PRESS_TASK, TRIAL_TIMEOUT, contact_from_truth, make_press_episode, score_press
 
 LOSS_WATCH_S = 3.0            # s watched after the estimator is stopped
-HOLD_SETTLE_S = 0.8           # s after the stop before the commands must be fixed (the 0.5 s timeout + in flight)
+HOLD_SETTLE_S = 1.3           # s after the stop before the commands must be fixed (the 1 s timeout + in flight)
 RERUNS = 1                    # a trial whose graph did not come up or whose follower driver tripped runs once more
 TRACE_HZ = 20.0               # force trace kept per trial for the plot
 

@@ -30,7 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "max_step": 0.03,
     "max_lead": 0.12,
     "state_timeout": 0.1,
-    "estimator_timeout": 0.5,
+    "estimator_timeout": 1.0,
     "start_duration": 2.0,
     "start_settle": 0.5,
     "watchdog_period": 0.05,

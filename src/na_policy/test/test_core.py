@@ -113,6 +113,21 @@ def test_force_is_tared_when_the_policy_starts(make_policy) -> None:
     np.testing.assert_allclose(seen[1][5:8], [0.0, 0.0, 8.0])
 
 
+def test_tare_is_the_median_at_rest_at_the_start_pose(make_policy) -> None:
+    policy = make_policy(delta=0.0)
+    seen = []
+    original = policy.act_chunk
+    policy.act_chunk = lambda obs: seen.append(obs.copy()) or original(obs)
+    core = make_core(policy, start_duration=0.05, start_settle=0.1)
+    readings = {0.0: 0.0, 0.02: -5.0, 0.04: -5.0, 0.06: -2.0, 0.08: -30.0, 0.10: -2.0, 0.12: -2.0, 0.14: -2.0,
+                0.16: -2.0, 0.18: 6.0}                    # moving (ignored), at rest with one outlier, then 8 N
+    for t, fz in readings.items():
+        core.on_force((0.0, 0.0, fz), now=t)
+        core.on_contact(0.9, now=t)
+        core.on_state(t, NAMES, POSE, now=t, clock=t)
+    np.testing.assert_allclose(seen[-1][5:8], [0.0, 0.0, 8.0])
+
+
 def test_proprio_policy_needs_no_estimator(make_policy) -> None:
     core = make_core(make_policy(variant="proprio"))
     assert any(d.acted for _, d in feed(core, 0.3, estimator=False))

@@ -68,11 +68,11 @@ def test_resampled_on_the_policy_clock_with_earlier_estimates(tmp_path) -> None:
     # Each tick's force comes from the state just before the tick's state (live, the estimate of the current state
     # arrives after the policy answered it): state index k <- position on the ramp; force z = 10 ms x index.
     moving = demo.position[:, 1] + 0.02 > 0.005
-    # The force is tared at the first tick: differences between ticks are the raw ones.
+    # The force is tared (by its median at rest): differences between ticks are the raw ones.
     state_index = np.rint(((demo.position[moving, 1] + 0.02) / 0.1 + 1.0) * 100)
     tare = (state_index[0] - 1) * 10 - demo.force[moving, 2][0]
     np.testing.assert_allclose(demo.force[moving, 2] + tare, (state_index - 1) * 10)
-    assert demo.force[0, 2] == 0.0
+    assert abs(demo.force[0, 2]) <= 60.0     # the 0.1 s rest window spans ~10 states of 10 units: median within 60
     np.testing.assert_allclose(demo.contact, 0.25)
 
 
