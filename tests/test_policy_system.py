@@ -16,7 +16,7 @@ import pytest
 from na_bringup.sim_graph import launched, ros_env, sim_rig
 from na_sim.press_task import make_press_episode
 
-pytestmark = [pytest.mark.system, pytest.mark.slow]
+pytestmark = pytest.mark.system           # 10-20 s on 2 cores
 
 SEED = 5                     # a light object (46 g): the arm sags little at the start pose
 START_TOLERANCE = 0.08       # rad: the follower reached the start pose (position servo under gravity: ~0.03 off)
