@@ -38,14 +38,15 @@ def offenders(package: str, forbidden: tuple[str, ...]) -> list[str]:
 # Lower layers never import higher ones (package -> packages it must not import).
 LAYERS = {
     "na_common": ("na_description", "na_sim", "na_driver", "na_teleop", "na_estimator", "na_training",
-                  "na_bringup"),
+                  "na_bringup", "na_policy"),
     "na_description": ("na_common", "na_sim", "na_driver", "na_teleop", "na_estimator", "na_training",
-                       "na_bringup"),
-    "na_teleop": ("na_sim", "na_training", "na_estimator", "na_driver", "na_bringup"),
-    "na_driver": ("na_sim", "na_training", "na_estimator", "na_teleop", "na_bringup"),
-    "na_estimator": ("na_sim", "na_training", "na_teleop", "na_driver", "na_bringup"),
-    "na_sim": ("na_training", "na_estimator", "na_teleop", "na_driver", "na_bringup"),
-    "na_training": ("na_sim", "na_teleop", "na_driver", "na_bringup"),
+                       "na_bringup", "na_policy"),
+    "na_teleop": ("na_sim", "na_training", "na_estimator", "na_driver", "na_bringup", "na_policy"),
+    "na_driver": ("na_sim", "na_training", "na_estimator", "na_teleop", "na_bringup", "na_policy"),
+    "na_estimator": ("na_sim", "na_training", "na_teleop", "na_driver", "na_bringup", "na_policy"),
+    "na_sim": ("na_training", "na_estimator", "na_teleop", "na_driver", "na_bringup", "na_policy"),
+    "na_training": ("na_sim", "na_teleop", "na_driver", "na_bringup", "na_policy"),
+    "na_bringup": ("na_policy",),
 }
 
 

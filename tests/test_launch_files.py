@@ -25,13 +25,16 @@ from na_common.ament import package_prefix
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH_DIR = share_dir() / "launch"
-EXPECTED_FILES = ("sim_rig.launch.xml", "teleop.launch.xml", "collect.launch.xml", "estimator.launch.xml")
+EXPECTED_FILES = ("sim_rig.launch.xml", "teleop.launch.xml", "collect.launch.xml", "estimator.launch.xml",
+                  "policy.launch.xml")
 # Argument sets each launch file is checked with (conditions select different branches).
 VARIANTS: dict[str, list[dict[str, str]]] = {
     "sim_rig.launch.xml": [{}],
     "teleop.launch.xml": [{}, {"sim": "true"}, {"sim": "true", "start_rig": "true"}],
     "collect.launch.xml": [{}, {"sim": "true", "start_rig": "true"}, {"record": "false"}],
     "estimator.launch.xml": [{"model": "/tmp/model.onnx"}],
+    "policy.launch.xml": [{"policy": "/tmp/force.npz", "model": "/tmp/model.onnx"},
+                          {"policy": "/tmp/force.npz", "start_estimator": "false", "sim": "true"}],
 }
 BUILTIN_TOPICS = {"/parameter_events", "/rosout"}
 

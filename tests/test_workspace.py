@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON_PACKAGES = ["na_common", "na_description", "na_sim", "na_driver", "na_teleop", "na_estimator", "na_training",
-                   "na_bringup"]
+                   "na_bringup", "na_policy"]
 ALL_PACKAGES = ["na_msgs", *PYTHON_PACKAGES]
 
 

@@ -62,17 +62,20 @@ def launched(launch_file: str, arguments: Mapping[str, str], log_dir: Path,
 
 @contextlib.contextmanager
 def sim_rig(sim_dir: Path, log_dir: Path, *, task: str, payload_grams: float = 0.0, seed: int = 0,
-            timeout: float = 60.0, robot: str | None = None) -> Iterator[tuple[RunningGraph, dict, int]]:
+            timeout: float = 60.0, robot: str | None = None,
+            options: str = "") -> Iterator[tuple[RunningGraph, dict, int]]:
     """The live rig (sim_rig.launch.xml) with a scripted task; yields (graph, rig info, Net F/T port).
 
-    ``robot``: the launch file's robot argument (omx_x, so101); None keeps its default."""
+    ``robot``: the launch file's robot argument (omx_x, so101); None keeps its default. ``options``: more
+    ``na-sim rig`` options (e.g. ``--task-seed 3 --fixture-only``)."""
     sim_dir.mkdir(parents=True, exist_ok=True)
     info_path = sim_dir / "rig.json"
     with contextlib.suppress(FileNotFoundError):
         info_path.unlink()
     ft_port = free_udp_port()
     arguments = {"sim_dir": str(sim_dir), "task": task, "payload_grams": f"{payload_grams:g}", "seed": str(seed),
-                 "ft_port": str(ft_port), **({"robot": robot} if robot is not None else {})}
+                 "ft_port": str(ft_port), "rig_options": options,
+                 **({"robot": robot} if robot is not None else {})}
     with launched("sim_rig.launch.xml", arguments, log_dir) as graph:
         deadline = time.monotonic() + timeout
         while not info_path.is_file():

@@ -25,6 +25,7 @@ import numpy as np
 from na_common.netft import RDT_PORT
 from na_sim.faults import DxlFaults, FtFaults
 from na_sim.ft_emulator import NetFtEmulator, SerialFtEmulator
+from na_sim.press_task import PRESS_TASK
 
 OPERATOR_RATE_HZ = 100.0          # how often the scripted operator moves the leader
 GIL_SWITCH_INTERVAL_S = 5e-4      # physics, two buses and two sensors share one interpreter
@@ -45,6 +46,9 @@ def add_rig_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     parser.add_argument("--task-seed", type=int, default=None, help="seed of the task (default: --seed)")
     parser.add_argument("--payload-grams", type=float, default=None, help="payload of a payload task (g)")
     parser.add_argument("--loop-task", action="store_true", help="replay the task with the next seed when done")
+    parser.add_argument("--fixture-only", action="store_true",
+                        help=f"with --task {PRESS_TASK}: place the seed's fixture and start pose but leave the leader "
+                             "resting (a policy drives the follower)")
     parser.add_argument("--duration", type=float, default=0.0, help="seconds to run; 0 = until SIGINT/SIGTERM")
     parser.add_argument("--info-out", type=Path, default=None, help="write pty paths and UDP port as JSON here")
     parser.add_argument("--link-dir", type=Path, default=None,
@@ -124,6 +128,74 @@ class ScriptedOperator:
             self.error = exc
 
 
+class PressOperator:
+    """The ``press_hold`` task on the rig (na_sim.press_task). Both arms start at the seed's hover pose with the
+    seed's object in the gripper and the follower's torque on, so that it holds there until a driver takes
+    it. The driver's start-up turns the torque off for a moment (EEPROM settings) and the arm sags, so the
+    fixture is placed only once the driver has the torque on again and the follower is back at the start pose
+    (teleop's soft start, or a policy's); then, unless ``fixture_only``, the closed-loop expert moves the leader
+    arm from the rig's true contact force: it holds the hover for ``SETTLE_SECONDS``, plays one episode and then
+    holds (``--loop-task`` does not apply)."""
+
+    def __init__(self, rig: Any, seed: int, fixture_only: bool) -> None:
+        from na_sim.press_task import PressExpert, make_press_episode
+        self.rig, self.fixture_only = rig, fixture_only
+        self.episode = make_press_episode(seed, spec=rig.spec, fixture_half_size=float(rig.config.fixture_half_size[2]))
+        self.expert = PressExpert(self.episode, rig.spec)
+        self.episodes = 1
+        self.phase = "driver"          # driver -> return -> placed
+        self.error: BaseException | None = None
+        self._torque_seen_off = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="na_sim_press", daemon=True)
+        rig.reset(rig.seed, pose=self.episode.start_pose)
+        rig.set_payload(self.episode.payload_kg)
+        rig.configure_follower(torque=True)
+
+    def start(self) -> PressOperator:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+
+    def _advance(self) -> None:
+        from na_sim.press_task import START_TOLERANCE
+        registers = self.rig.follower_registers
+        torque = [regs.get("torque_enable") for regs in registers]
+        if self.phase == "driver":
+            # A driver took the arm: it turned the torque off and on again (seen when polled in between) or it
+            # armed the Bus Watchdog, which it does after torque-on (a start-up quicker than one poll).
+            self._torque_seen_off |= not all(torque)
+            armed = all(regs.get("bus_watchdog") != 0 for regs in registers)
+            if all(torque) and (self._torque_seen_off or armed):
+                self.phase = "return"
+                print("na-sim rig: press_hold: a driver has the follower; the fixture comes once it is back at the "
+                      "start pose", flush=True)
+        elif self.phase == "return":
+            q = self.rig.truth.joint_position
+            if np.all(np.abs(q[:4] - self.episode.start_pose[:4]) < START_TOLERANCE) and \
+                    self.expert.clear_of_face(q, self.rig.config.tool_collider_radius):
+                self.rig.set_fixture(self.episode.fixture)
+                self.expert.engage()
+                self.phase = "placed"
+                print(f"na-sim rig: press_hold: fixture placed, face at {self.episode.face_height * 1000:.1f} mm, "
+                      f"object {self.episode.payload_kg * 1000:.0f} g", flush=True)
+
+    def _run(self) -> None:
+        try:
+            period = 1.0 / OPERATOR_RATE_HZ
+            while not self._stop.wait(period):
+                self._advance()
+                if not self.fixture_only:
+                    force_z = float(self.rig.truth.contact_force_base[2])
+                    self.rig.set_leader_pose(self.expert.step(period, force_z))
+        except BaseException as exc:   # surfaced to the owner through .error
+            self.error = exc
+
+
 def _check_args(args: argparse.Namespace) -> str | None:
     """A message for the first bad option, else None."""
     rates = {"--dxl-drop-rate": args.dxl_drop_rate, "--dxl-corrupt-rate": args.dxl_corrupt_rate,
@@ -139,7 +211,9 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return f"--netft-port must be 0..65535, got {args.netft_port}"
     if args.payload_grams is not None and args.task is None:
         return "--payload-grams needs --task"
-    if args.task is not None:
+    if args.fixture_only and args.task != PRESS_TASK:
+        return f"--fixture-only needs --task {PRESS_TASK}"
+    if args.task is not None and args.task != PRESS_TASK:
         from na_sim.tasks import TaskError, check_task_name
         try:
             check_task_name(args.task)
@@ -190,7 +264,9 @@ def run_live_rig(args: argparse.Namespace) -> int:
         if args.robot is not None and config.robot != robot_name(args.robot):
             raise RigConfigError(f"rig config {args.config} is for robot '{config.robot}', "
                                  f"not '{robot_name(args.robot)}'")
-        if args.task is not None:
+        if args.task == PRESS_TASK and config.robot != robot_name("omx_x"):
+            raise TaskError(f"task '{PRESS_TASK}' is planned for the OpenManipulator-X, not '{config.robot}'")
+        if args.task is not None and args.task != PRESS_TASK:
             from na_description import load_spec
 
             check_task_name(args.task, load_spec(config.robot))
@@ -199,10 +275,13 @@ def run_live_rig(args: argparse.Namespace) -> int:
         return 2
     print("na-sim rig: building the rig ...", flush=True)
     rig = Rig(config, seed=args.seed)
+    task_seed = args.seed if args.task_seed is None else args.task_seed
     try:
-        operator = None if args.task is None else ScriptedOperator(
-            rig, args.task, args.seed if args.task_seed is None else args.task_seed, args.payload_grams,
-            args.loop_task)
+        if args.task == PRESS_TASK:
+            operator = PressOperator(rig, task_seed, args.fixture_only)
+        else:
+            operator = None if args.task is None else ScriptedOperator(
+                rig, args.task, task_seed, args.payload_grams, args.loop_task)
     except TaskError as exc:
         print(f"na-sim rig: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,1 @@
+"""Force-aware behaviour-cloning policies fed by the NeuralActuator estimator."""

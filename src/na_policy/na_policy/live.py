@@ -1,0 +1,146 @@
+"""A probe node for the live runs of ``na-policy demos`` and ``na-policy eval``: what the rig, the estimator and
+the policy publish, collected in a private rclpy context (the processes run beside it, started through
+:mod:`na_bringup.sim_graph` like the demo's)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from na_common import topics
+from na_common.stamps import stamp_seconds
+
+
+class LiveError(RuntimeError):
+    """A live run did not get what it waited for; the message says what and where the logs are."""
+
+
+STOP = threading.Event()
+
+
+def stop_on_signals() -> None:
+    """SIGINT and SIGTERM end a live run at its next wait (KeyboardInterrupt from :meth:`LiveProbe.spin_until`),
+    so that the launched processes are stopped on the way out. (A signal arriving while rclpy waits is
+    otherwise lost.)"""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: STOP.set())
+
+
+@dataclass
+class Collected:
+    truth_time: list[float] = field(default_factory=list)        # s, local monotonic on arrival
+    truth_force_z: list[float] = field(default_factory=list)     # N, upward force on the tool
+    command_time: list[float] = field(default_factory=list)      # s, local monotonic on arrival
+    command: list[list[float]] = field(default_factory=list)
+    state_position: list[list[float]] = field(default_factory=list)
+    state_time: list[float] = field(default_factory=list)
+    estimator_force: int = 0
+    policy_status: list[tuple[float, int, str]] = field(default_factory=list)   # (time, level, message)
+    policy_values: dict[str, str] = field(default_factory=dict)
+
+
+class LiveProbe:
+    def __init__(self) -> None:
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from geometry_msgs.msg import WrenchStamped
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
+
+        from na_msgs.msg import ArmState, JointCommand
+
+        self.context = Context()
+        # No rclpy signal handler: the CLI's (stop_on_signals) ends the run.
+        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+        self.node = rclpy.create_node("na_policy_probe", context=self.context)
+        self.data = Collected()
+        self.since = 0.0          # s (ROS time); messages stamped earlier are ignored (a previous run's, still queued)
+        self.node.create_subscription(WrenchStamped, topics.TRUTH_WRENCH, self._on_truth, 100)
+        self.node.create_subscription(JointCommand, topics.FOLLOWER_COMMAND, self._on_command, 100)
+        self.node.create_subscription(ArmState, topics.FOLLOWER_ARM_STATE, self._on_state, 100)
+        self.node.create_subscription(WrenchStamped, topics.ESTIMATED_FORCE, self._on_force, 100)
+        self.node.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, 20)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+
+    def reset(self) -> None:
+        """Forget what was collected; from now on, take only messages stamped after this instant."""
+        self.data = Collected()
+        self.since = self.node.get_clock().now().nanoseconds * 1e-9
+
+    def _fresh(self, msg) -> bool:
+        return stamp_seconds(msg.header.stamp) >= self.since
+
+    def close(self) -> None:
+        import rclpy
+
+        self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+
+    # -- waiting ---------------------------------------------------------------------------------
+    def spin_until(self, condition: Callable[[], bool], timeout: float, what: str, graphs: Iterable = (),
+                   logs: str = "") -> None:
+        """Spin until ``condition()``; a dead process of ``graphs`` or the timeout raises :class:`LiveError`."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if STOP.is_set():
+                raise KeyboardInterrupt("stopped by a signal")
+            for graph in graphs:
+                graph.check_alive()
+            if time.monotonic() > deadline:
+                raise LiveError(f"waited {timeout:.0f} s for {what}" + (f"; logs in {logs}" if logs else ""))
+            self.executor.spin_once(timeout_sec=0.02)
+
+    def spin_for(self, seconds: float, graphs: Iterable = ()) -> None:
+        end = time.monotonic() + seconds
+        self.spin_until(lambda: time.monotonic() >= end, seconds + 5.0, "time to pass", graphs)
+
+    def call(self, client, request, graphs: Iterable = (), timeout: float = 30.0):
+        future = client.call_async(request)
+        self.spin_until(future.done, timeout, f"the service {client.srv_name}", graphs)
+        return future.result()
+
+    # -- callbacks -------------------------------------------------------------------------------
+    def _on_truth(self, msg) -> None:
+        if not self._fresh(msg):
+            return
+        self.data.truth_time.append(time.monotonic())
+        self.data.truth_force_z.append(float(msg.wrench.force.z))
+
+    def _on_command(self, msg) -> None:
+        if not self._fresh(msg):
+            return
+        self.data.command_time.append(time.monotonic())
+        self.data.command.append(list(msg.position))
+
+    def _on_state(self, msg) -> None:
+        if not self._fresh(msg):
+            return
+        self.data.state_time.append(stamp_seconds(msg.header.stamp))
+        self.data.state_position.append(list(msg.position))
+
+    def _on_force(self, msg) -> None:
+        if self._fresh(msg):
+            self.data.estimator_force += 1
+
+    def _on_diagnostics(self, msg) -> None:
+        if not self._fresh(msg):
+            return
+        for status in msg.status:
+            if status.name == "policy":
+                level = status.level[0] if isinstance(status.level, bytes) else int(status.level)
+                self.data.policy_status.append((time.monotonic(), level, status.message))
+                self.data.policy_values = {kv.key: kv.value for kv in status.values}
+
+    def truth_since(self, start: float) -> tuple[np.ndarray, np.ndarray]:
+        t = np.asarray(self.data.truth_time)
+        f = np.asarray(self.data.truth_force_z)
+        keep = t >= start
+        return t[keep] - start, f[keep]
