@@ -18,6 +18,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -53,12 +54,22 @@ class ServoBackend(ABC):
     """One servo family on one bus. Called from the bus thread only; raises BusError/PortLostError on bus faults."""
 
     reports_load = False       # ArmState.load is filled only for families with a load register
+    table: ModuleType          # the family's control table module (na_description.xm430 or .sts3215)
 
     def __init__(self, config: ArmConfig, log: Logger, bus: SerialBus) -> None:
         self.config = config
         self.log = log
         self.bus = bus
         self.ids = list(config.servo_ids)
+
+    def _read_register(self, sid: int, name: str) -> int:
+        """One register of one servo, decoded through the family's table (sign conventions included)."""
+        reg = self.table.REGISTERS[name]
+        return self.table.decode_value(reg, self.bus.read(sid, reg.address, reg.size).data)
+
+    def _write_register(self, sid: int, name: str, value: int) -> None:
+        reg = self.table.REGISTERS[name]
+        self.bus.write(sid, reg.address, self.table.encode_value(reg, value))
 
     @abstractmethod
     def setup(self, where: str) -> list[int]:

@@ -46,6 +46,8 @@ _REBOOT_WAIT_S = 1.0               # how long a rebooted servo may take to answe
 class DxlBackend(ServoBackend):
     """XM430 servos on a :class:`DxlBus`."""
 
+    table = xm430
+
     def __init__(self, config: ArmConfig, log: Logger, bus: DxlBus | None = None, read_mode: str = "auto",
                  layout: str = "auto") -> None:
         """``read_mode`` and ``layout`` force a bus path (benchmarks); "auto" picks the best the servos answer."""
@@ -209,14 +211,6 @@ class DxlBackend(ServoBackend):
             self.bus.write(sid, REG["bus_watchdog"].address, bytes([self.watchdog_units]), retries=1)
 
     # ---- registers and torque ----------------------------------------------------------------------
-    def _read_register(self, sid: int, name: str) -> int:
-        reg = REG[name]
-        return xm430.decode_value(reg, self.bus.read(sid, reg.address, reg.size).data)
-
-    def _write_register(self, sid: int, name: str, value: int) -> None:
-        reg = REG[name]
-        self.bus.write(sid, reg.address, xm430.encode_value(reg, value))
-
     def read_goals(self) -> np.ndarray:
         pulses = [xm430.decode_value(_GOAL, self.bus.read(sid, _GOAL.address, _GOAL.size).data) for sid in self.ids]
         return np.asarray(xm430.pulses_to_rad(pulses), dtype=float)

@@ -172,12 +172,7 @@ class DxlBus(SerialBus):
     def sync_write(self, address: int, length: int, values: dict[int, bytes]) -> None:
         """One Sync Write (no replies): ``values`` maps servo ID to ``length`` bytes."""
         port = self._require_port()
-        params: list[int] = []
-        for servo_id, data in values.items():
-            if len(data) != length:
-                raise ValueError(f"servo {servo_id}: sync write needs {length} bytes, got {len(data)}")
-            params.append(servo_id)
-            params.extend(data)
+        params = self._sync_write_params(length, values)
         self.counters.transactions += 1
         self.last_tx_at = time.monotonic()
         tx = self._os_call(self._packet.syncWriteTxOnly, port, address, length, params, len(params))

@@ -144,6 +144,17 @@ class SerialBus:
         return min(max(self.reply_timeout(reply_bytes), SETUP_TIMEOUT_S) * 2 ** attempt,
                    max(SETUP_TIMEOUT_MAX_S, self.reply_timeout(reply_bytes)))
 
+    @staticmethod
+    def _sync_write_params(length: int, values: dict[int, bytes]) -> list[int]:
+        """Sync Write parameters of both protocols: per servo its ID, then its ``length`` data bytes."""
+        params: list[int] = []
+        for servo_id, data in values.items():
+            if len(data) != length:
+                raise ValueError(f"servo {servo_id}: sync write needs {length} bytes, got {len(data)}")
+            params.append(servo_id)
+            params.extend(data)
+        return params
+
     def _require_port(self) -> Any:
         if self._port is None or not self._port.is_open:
             raise PortLostError(f"serial port '{self.port_name}' is not open")

@@ -45,6 +45,7 @@ class StsBackend(ServoBackend):
     """STS3215 servos on a :class:`StsBus`."""
 
     reports_load = True
+    table = sts3215
 
     def __init__(self, config: ArmConfig, log: Logger, bus: StsBus | None = None) -> None:
         super().__init__(config, log, bus or StsBus(config.port, config.baud_rate,
@@ -103,14 +104,6 @@ class StsBackend(ServoBackend):
         return {"read": "state block, sync read"}
 
     # ---- registers and torque ---------------------------------------------------------------------
-    def _read_register(self, sid: int, name: str) -> int:
-        reg = REG[name]
-        return sts3215.decode_value(reg, self.bus.read(sid, reg.address, reg.size).data)
-
-    def _write_register(self, sid: int, name: str, value: int) -> None:
-        reg = REG[name]
-        self.bus.write(sid, reg.address, sts3215.encode_value(reg, value))
-
     def read_goals(self) -> np.ndarray:
         return np.asarray(sts3215.steps_to_rad([self._read_register(sid, "goal_position") for sid in self.ids]))
 

@@ -104,12 +104,7 @@ class StsBus(SerialBus):
     def sync_write(self, address: int, length: int, values: dict[int, bytes]) -> None:
         """One Sync Write (no replies): ``values`` maps servo ID to ``length`` bytes."""
         port = self._require_port()
-        params: list[int] = []
-        for servo_id, data in values.items():
-            if len(data) != length:
-                raise ValueError(f"servo {servo_id}: sync write needs {length} bytes, got {len(data)}")
-            params.append(servo_id)
-            params.extend(data)
+        params = self._sync_write_params(length, values)
         self.counters.transactions += 1
         if not self._send(port, self._packet.syncWriteTxOnly, address, length, params, len(params)):
             raise BusError(f"sync write to address {address} failed")

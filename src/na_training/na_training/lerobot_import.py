@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from na_common.episode_bag import NOMINAL_CONDITION
 from na_description import RobotSpec, SpecError, load_spec, sts3215
 from na_description.spec import JointNameError, joint_order, robot_option_help
 from na_training import labels
@@ -370,7 +371,7 @@ def episode_frames(source: EpisodeSource, spec: RobotSpec, joint_units: str,
         frames[f"force_{a}"] = np.full(t, np.nan)
         frames[f"force_valid_{a}"] = np.zeros(t, dtype=bool)
     frames["contact"] = np.zeros(t, dtype=bool)
-    condition = labels.condition_labels(labels.NOMINAL_CONDITION, spec.condition_joint)
+    condition = labels.condition_labels(NOMINAL_CONDITION, spec.condition_joint)
     frames[f"condition_{spec.condition_joint}"] = np.full(t, condition[spec.condition_joint])
     return frames
 
@@ -472,8 +473,8 @@ def _episode_row(root: Path, layout: Layout, source: EpisodeSource, task: str, f
         "task_instance": task,
         "payload_grams": 0.0,
         "force_source": "none",
-        "condition": labels.NOMINAL_CONDITION,
-        "condition_label": labels.condition_labels(labels.NOMINAL_CONDITION, spec.condition_joint)[
+        "condition": NOMINAL_CONDITION,
+        "condition_label": labels.condition_labels(NOMINAL_CONDITION, spec.condition_joint)[
             spec.condition_joint],
         "frame_count": n,
         "duration_s": float(frames["time"][-1]),
