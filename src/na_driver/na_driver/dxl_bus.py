@@ -39,6 +39,7 @@ import time
 
 import dynamixel_sdk as sdk
 
+from na_description.crc16 import crc16
 from na_driver.serial_bus import (  # noqa: F401  (BusError .. SyncReadResult: this module's API too)
     TAGS,
     BusCounters,
@@ -63,26 +64,6 @@ ALERT_BIT = 0x80
 _BROADCAST_ID = 0xFE
 _FAST_SEGMENT_OVERHEAD = 4     # ERR, ID and CRC of one servo's part of a Fast Sync Read reply
 _FAST_PARAM_INDEX = 8          # first byte after FF FF FD 00 FE LEN_L LEN_H 0x55
-
-def _crc_table() -> tuple[int, ...]:
-    table = []
-    for byte in range(256):
-        crc = byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x8005) if crc & 0x8000 else (crc << 1)
-        table.append(crc & 0xFFFF)
-    return tuple(table)
-
-
-_CRC_TABLE = _crc_table()
-
-
-def crc16(data, crc: int = 0) -> int:
-    """Protocol 2.0 CRC-16 (polynomial 0x8005, MSB first), continued from ``crc``."""
-    for byte in data:
-        crc = ((crc << 8) ^ _CRC_TABLE[((crc >> 8) ^ byte) & 0xFF]) & 0xFFFF
-    return crc
-
 
 class DxlBus(SerialBus):
     """dynamixel-sdk port + Protocol 2.0 packet handler with bounded, counted transactions."""

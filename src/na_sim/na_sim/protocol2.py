@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from na_description.crc16 import crc16
+
 HEADER = b"\xff\xff\xfd\x00"
 HEADER_PREFIX = b"\xff\xff\xfd"
 BROADCAST_ID = 0xFE
@@ -41,27 +43,6 @@ INSTRUCTION_NAMES = {
 }
 # Parameters of the Clear instruction that clear the multi-turn position (e-manual, Clear 0x10).
 CLEAR_MULTI_TURN_PARAMS = bytes([0x01, 0x44, 0x58, 0x4C, 0x22])
-
-
-def _crc_table() -> tuple[int, ...]:
-    """CRC-16 lookup table: polynomial 0x8005, MSB first (not reflected)."""
-    table = []
-    for byte in range(256):
-        crc = byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x8005) if crc & 0x8000 else (crc << 1)
-        table.append(crc & 0xFFFF)
-    return tuple(table)
-
-
-_CRC_TABLE = _crc_table()
-
-
-def crc16(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
-    """Protocol 2.0 CRC-16 (poly 0x8005, init 0, not reflected, no final xor)."""
-    for byte in bytes(data):
-        crc = ((crc << 8) ^ _CRC_TABLE[((crc >> 8) ^ byte) & 0xFF]) & 0xFFFF
-    return crc
 
 
 def stuff(body: bytes) -> bytes:
