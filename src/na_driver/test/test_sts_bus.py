@@ -75,7 +75,7 @@ def status(servo_id: int, error: int, params: bytes) -> bytes:
 
 
 def sync_read_ids(packet: p0.Packet) -> list[int]:
-    assert packet.code == 0x82 and packet.servo_id == 0xFE
+    assert packet.instruction == 0x82 and packet.servo_id == 0xFE
     return list(packet.params[2:])
 
 

@@ -146,7 +146,7 @@ class DxlBusEmulator:
 
     @property
     def parser_crc_errors(self) -> int:
-        return self._parser.crc_errors
+        return self._parser.checksum_errors
 
     # ---- bus thread ----------------------------------------------------------------------------
     def _serve(self) -> None:
@@ -193,7 +193,7 @@ class DxlBusEmulator:
             self._bus_free_at += self._wire_s(len(packet.raw))
         self._release_late_replies()
         self._apply_forced_trips()
-        if not packet.crc_ok:
+        if not packet.checksum_ok:
             self.stats["crc_errors"] += 1
             self._answer_crc_error(packet)
             return

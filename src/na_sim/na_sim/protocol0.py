@@ -35,14 +35,14 @@ def checksum(body: bytes | bytearray | memoryview) -> int:
     return ~sum(bytes(body)) & 0xFF
 
 
-def build_packet(servo_id: int, code: int, params: bytes = b"") -> bytes:
-    """A complete packet; ``code`` is the instruction (instruction packet) or the ERR byte (status packet)."""
+def build_packet(servo_id: int, instruction: int, params: bytes = b"") -> bytes:
+    """A complete packet; ``instruction`` is INST, or the ERR byte of a status packet."""
     if not 0 <= servo_id <= BROADCAST_ID:
         raise ValueError(f"packet id must be 0..254, got {servo_id}")
     params = bytes(params)
     if len(params) + MIN_LENGTH > MAX_LENGTH:
         raise ValueError(f"{len(params)} parameter bytes do not fit one packet")
-    body = bytes([servo_id, len(params) + MIN_LENGTH, code & 0xFF]) + params
+    body = bytes([servo_id, len(params) + MIN_LENGTH, instruction & 0xFF]) + params
     return HEADER + body + bytes([checksum(body)])
 
 
@@ -56,10 +56,13 @@ def build_status(servo_id: int, error: int, params: bytes = b"") -> bytes:
 
 @dataclass(frozen=True)
 class Packet:
-    """One packet found in the byte stream; ``code`` is INST (instruction packets) or ERR (status packets)."""
+    """One packet found in the byte stream; ``instruction`` is INST, or ERR in a status packet (no INST byte).
+
+    Same fields as :class:`na_sim.protocol2.Packet`.
+    """
 
     servo_id: int
-    code: int
+    instruction: int
     params: bytes
     checksum_ok: bool
     raw: bytes
@@ -75,7 +78,7 @@ class PacketParser:
     Garbage before a header is skipped (``garbage_bytes``). A packet with a bad checksum is
     returned with ``checksum_ok=False`` (``checksum_errors``) and its bytes are consumed; a header
     followed by ID 0xFF or an impossible LEN is garbage and the parser resynchronises on the next
-    header.
+    header. Same interface as :class:`na_sim.protocol2.PacketParser`.
     """
 
     def __init__(self, max_length: int = MAX_LENGTH) -> None:
@@ -130,7 +133,7 @@ class PacketParser:
             self.packets += 1
             if not ok:
                 self.checksum_errors += 1
-            return Packet(servo_id=raw[2], code=raw[4], params=raw[5:-1], checksum_ok=ok, raw=raw)
+            return Packet(servo_id=raw[2], instruction=raw[4], params=raw[5:-1], checksum_ok=ok, raw=raw)
 
     def _drop(self, count: int) -> None:
         if count > 0:

@@ -109,12 +109,15 @@ def build_fast_status(entries: Iterable[tuple[int, int, bytes]]) -> bytes:
 
 @dataclass(frozen=True)
 class Packet:
-    """One packet found in the byte stream; ``params`` are unstuffed (for status packets they start with ERR)."""
+    """One packet found in the byte stream; ``params`` are unstuffed (for status packets they start with ERR).
+
+    Same fields as :class:`na_sim.protocol0.Packet`; ``checksum_ok`` is the CRC check.
+    """
 
     servo_id: int
     instruction: int
     params: bytes
-    crc_ok: bool
+    checksum_ok: bool
     raw: bytes
 
     @property
@@ -126,16 +129,16 @@ class PacketParser:
     """Incremental parser: feed it bytes as they arrive, get complete packets back.
 
     Garbage before a header is skipped (counted in ``garbage_bytes``). A packet with a bad
-    CRC is returned with ``crc_ok=False`` (counted in ``crc_errors``) so that a servo can answer
-    it; a header with an impossible length is treated as garbage and the parser resynchronises
-    on the next header.
+    CRC is returned with ``checksum_ok=False`` (counted in ``checksum_errors``) so that a servo can
+    answer it; a header with an impossible length is treated as garbage and the parser
+    resynchronises on the next header. Same interface as :class:`na_sim.protocol0.PacketParser`.
     """
 
     def __init__(self, max_length: int = MAX_LENGTH) -> None:
         self._buffer = bytearray()
         self._max_length = max_length
         self.garbage_bytes = 0
-        self.crc_errors = 0
+        self.checksum_errors = 0
         self.packets = 0
 
     @property
@@ -183,12 +186,12 @@ class PacketParser:
                 return None
             raw = bytes(buffer[:total])
             del buffer[:total]
-            crc_ok = crc16(raw[:-2]) == int.from_bytes(raw[-2:], "little")
+            ok = crc16(raw[:-2]) == int.from_bytes(raw[-2:], "little")
             self.packets += 1
-            if not crc_ok:
-                self.crc_errors += 1
+            if not ok:
+                self.checksum_errors += 1
             body = unstuff(raw[7:-2])
-            return Packet(servo_id=raw[4], instruction=body[0], params=body[1:], crc_ok=crc_ok, raw=raw)
+            return Packet(servo_id=raw[4], instruction=body[0], params=body[1:], checksum_ok=ok, raw=raw)
 
     def _drop(self, count: int) -> None:
         if count > 0:

@@ -17,7 +17,8 @@ import threading
 import time
 import tty
 from collections import Counter
-from typing import Any, Protocol, Self
+from collections.abc import Sequence
+from typing import Generic, Protocol, Self, TypeVar
 
 LOG = logging.getLogger(__name__)
 
@@ -27,21 +28,49 @@ _POLL_S = 0.05                      # how often the bus thread looks at the stop
 _SPIN_BELOW_S = 2e-4                # sleeps shorter than this are spun for Return Delay accuracy
 
 
-class PacketStream(Protocol):
+class Packet(Protocol):
+    """A packet as both protocols' parsers return it (:mod:`na_sim.protocol0`, :mod:`na_sim.protocol2`)."""
+
+    @property
+    def servo_id(self) -> int: ...
+
+    @property
+    def instruction(self) -> int: ...
+
+    @property
+    def params(self) -> bytes: ...
+
+    @property
+    def checksum_ok(self) -> bool: ...
+
+    @property
+    def raw(self) -> bytes: ...
+
+    @property
+    def is_broadcast(self) -> bool: ...
+
+
+PacketT = TypeVar("PacketT", bound=Packet)
+PacketT_co = TypeVar("PacketT_co", bound=Packet, covariant=True)
+
+
+class PacketStream(Protocol[PacketT_co]):
     """What the bus needs from a protocol's incremental parser."""
+
+    checksum_errors: int
 
     @property
     def pending(self) -> int: ...
 
-    def feed(self, data: bytes) -> list[Any]: ...
+    def feed(self, data: bytes) -> Sequence[PacketT_co]: ...
 
-    def resync(self) -> list[Any]: ...
+    def resync(self) -> Sequence[PacketT_co]: ...
 
 
-class PtyBus:
+class PtyBus(Generic[PacketT]):
     """Serves one pty from its own thread; ``start()``/``stop()`` or use it as a context manager."""
 
-    def __init__(self, parser: PacketStream, *, baud_rate: int = 1_000_000, wire_time: bool = False,
+    def __init__(self, parser: PacketStream[PacketT], *, baud_rate: int = 1_000_000, wire_time: bool = False,
                  name: str = "servo-bus") -> None:
         if baud_rate <= 0:
             raise ValueError(f"baud_rate must be positive, got {baud_rate}")
@@ -92,8 +121,13 @@ class PtyBus:
     def elapsed_s(self) -> float:
         return time.monotonic() - self._started_at
 
+    @property
+    def parser_checksum_errors(self) -> int:
+        """Packets whose checksum (Protocol 2.0: CRC) failed, as the parser counted them."""
+        return self._parser.checksum_errors
+
     # ---- for subclasses ----------------------------------------------------------------------
-    def _handle(self, packet: Any) -> None:
+    def _handle(self, packet: PacketT) -> None:
         raise NotImplementedError
 
     def _instruction_received(self, byte_count: int) -> None:
@@ -144,13 +178,13 @@ class PtyBus:
             self.stats["bytes_received"] += len(data)
             self._handle_all(self._parser.feed(data))
 
-    def _handle_all(self, packets: list[Any]) -> None:
+    def _handle_all(self, packets: Sequence[PacketT]) -> None:
         for packet in packets:
             try:
                 self._handle(packet)
             except Exception:   # a bug must not kill the bus: log it and keep serving
                 self.stats["internal_errors"] += 1
-                LOG.exception("servo bus emulator failed on packet %s", bytes(getattr(packet, "raw", b"")).hex(" "))
+                LOG.exception("servo bus emulator failed on packet %s", packet.raw.hex(" "))
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)

@@ -55,7 +55,7 @@ WriteHook = Callable[[StsServoRegisters, int, bytes], None]
 _ALWAYS_ANSWERED = {p0.PING, p0.READ, p0.SYNC_READ}
 
 
-class StsBusEmulator(PtyBus):
+class StsBusEmulator(PtyBus[p0.Packet]):
     """Serves a list of :class:`StsServoRegisters` on one pty; ``start()``/``stop()`` run its thread.
 
     ``on_write(registers, address, data)`` is called after every write a servo executed (Write,
@@ -76,10 +76,6 @@ class StsBusEmulator(PtyBus):
     def fault_counters(self) -> dict[str, int]:
         return self.injector.snapshot()
 
-    @property
-    def parser_checksum_errors(self) -> int:
-        return self._parser.checksum_errors
-
     # ---- dispatch ------------------------------------------------------------------------------
     def _handle(self, packet: p0.Packet) -> None:
         self.stats["packets"] += 1
@@ -88,11 +84,11 @@ class StsBusEmulator(PtyBus):
         if not packet.checksum_ok:
             self.stats["checksum_errors"] += 1         # real servos ignore a broken packet
             return
-        handler = self._HANDLERS.get(packet.code)
+        handler = self._HANDLERS.get(packet.instruction)
         if handler is None:
             self.stats["unknown_instructions"] += 1
             return
-        self.stats[p0.INSTRUCTION_NAMES[packet.code]] += 1
+        self.stats[p0.INSTRUCTION_NAMES[packet.instruction]] += 1
         handler(self, packet)
 
     # ---- instructions --------------------------------------------------------------------------

@@ -303,7 +303,7 @@ def test_garbage_before_a_packet_is_skipped(sdk_bus):
     with serial.Serial(bus.emulator.port_path, timeout=0.5) as raw:
         raw.write(b"\x00\xff\xff\x12\xfd" + p2.build_instruction(11, p2.PING))
         answer = p2.parse_packets(raw.read(14))
-    assert [(a.servo_id, a.crc_ok) for a in answer] == [(11, True)]
+    assert [(a.servo_id, a.checksum_ok) for a in answer] == [(11, True)]
 
 
 def _ping_results(bus, count: int) -> list[int]:
@@ -534,10 +534,11 @@ def test_parser_finds_packets_in_a_dribbled_noisy_stream():
     found = []
     for byte in stream:                                   # one byte at a time, as a slow UART delivers
         found += parser.feed(bytes([byte]))
-    assert [(f.servo_id, f.crc_ok) for f in found] == [(11, True), (13, False), (12, True), (p2.BROADCAST_ID, True)]
+    assert [(f.servo_id, f.checksum_ok) for f in found] == [(11, True), (13, False), (12, True),
+                                                            (p2.BROADCAST_ID, True)]
     assert found[0].params == bytes([116, 0, 0xFF, 0xFF, 0xFD, 0x00])        # unstuffed
     assert found[2].params == bytes([0, 0xFF, 0xFF, 0xFD])                   # ERR + data
-    assert parser.crc_errors == 1 and parser.garbage_bytes == 7
+    assert parser.checksum_errors == 1 and parser.garbage_bytes == 7
     assert p2.stuff(b"\xff\xff\xfd\xff\xff\xfd") == b"\xff\xff\xfd\xfd\xff\xff\xfd\xfd"
 
 

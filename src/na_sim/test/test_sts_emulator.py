@@ -375,7 +375,7 @@ def test_parser_finds_packets_in_noise_and_flags_bad_checksums():
     packets = []
     for k in range(0, len(stream), 3):                      # dribbled in 3-byte pieces
         packets += parser.feed(stream[k: k + 3])
-    assert [(p.servo_id, p.code, p.params, p.checksum_ok) for p in packets] == [
+    assert [(p.servo_id, p.instruction, p.params, p.checksum_ok) for p in packets] == [
         (3, 0x02, bytes([56, 15]), True), (4, 0x01, b"", True), (5, 0x03, bytes([40, 1]), False)]
     assert parser.checksum_errors == 1
     assert p0.build_instruction(3, 0x02, bytes([56, 15])) == hand_packet(3, 0x02, bytes([56, 15]))
