@@ -94,10 +94,17 @@ class DxlFaultInjector(_Injector):
     def __init__(self, faults: DxlFaults | None = None) -> None:
         self.faults = faults or DxlFaults()
         super().__init__(self.faults.seed)
+        self._silent_window = (0.0, 0.0)
+
+    def silence(self, start_s: float, seconds: float) -> None:
+        """Fault drill at run time: no servo of the bus answers from ``start_s`` for ``seconds`` (emulator time)."""
+        self._silent_window = (float(start_s), float(start_s) + float(seconds))
 
     def is_stalled(self, servo_id: int, elapsed_s: float) -> bool:
         f = self.faults
-        stalled = f.stall_servo_id == servo_id and f.stall_window_s[0] <= elapsed_s < f.stall_window_s[1]
+        begin, end = self._silent_window
+        stalled = (f.stall_servo_id == servo_id and f.stall_window_s[0] <= elapsed_s < f.stall_window_s[1]) \
+            or begin <= elapsed_s < end
         if stalled:
             self.count("stalled_requests")
         return stalled

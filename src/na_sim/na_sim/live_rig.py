@@ -5,7 +5,11 @@ follower, each on its own pty, the robot spec's servo IDs and baud rate; the Ope
 XM430s on Protocol 2.0, the SO-101's STS3215s on Protocol 0), the ATI Net F/T UDP emulator and the
 serial F/T emulator fed by the rig's true sensor wrench, and optionally a scripted operator that
 moves the leader arm through a task of ``na_sim.tasks``. It prints (and with ``--info-out`` writes
-as JSON) the pty paths and the UDP port, then runs until SIGINT/SIGTERM or ``--duration``.
+as JSON) the pty paths and the UDP port once the physics keeps pace with wall time, then runs until
+SIGINT/SIGTERM or ``--duration``. Each servo bus is served from a process of its own
+(:mod:`na_sim.bus_process`); when the physics falls behind wall time past ``STALL_MARGIN_S`` the rig says
+so (stderr, and ``/diagnostics`` with ``--ros``). SIGUSR1 silences the follower's bus for ``DRILL_SILENCE_S``
+(a fault drill: the follower driver trips).
 """
 
 from __future__ import annotations
@@ -23,12 +27,19 @@ from typing import Any
 import numpy as np
 
 from na_common.netft import RDT_PORT
+from na_sim.bus_process import DEFAULT_PRIORITY, BusProcess, BusSetup
 from na_sim.faults import DxlFaults, FtFaults
 from na_sim.ft_emulator import NetFtEmulator, SerialFtEmulator
 from na_sim.press_task import PRESS_TASK
+from na_sim.shared_tables import PhysicsSide
 
 OPERATOR_RATE_HZ = 100.0          # how often the scripted operator moves the leader
-GIL_SWITCH_INTERVAL_S = 5e-4      # physics, two buses and two sensors share one interpreter
+GIL_SWITCH_INTERVAL_S = 5e-4      # physics, operator, F/T emulators and the truth publisher share one interpreter
+STALL_MARGIN_S = 0.05             # physics behind wall time by more than this: said, and on /diagnostics as ERROR
+READY_WINDOW_S = 0.5              # the rig reports ready after running this long without such a stall
+READY_TIMEOUT_S = 60.0            # ... or gives up after this long
+SUPERVISE_PERIOD_S = 0.1          # how often the supervisor looks at the parts
+DRILL_SILENCE_S = 1.0             # SIGUSR1: the follower's bus says nothing this long (a trip, for fault drills)
 
 
 def add_rig_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -65,6 +76,9 @@ def add_rig_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     parser.add_argument("--no-netft", action="store_true", help="do not start the Net F/T emulator")
     parser.add_argument("--no-serial-ft", action="store_true", help="do not start the serial F/T emulator")
     parser.add_argument("--wire-time", action="store_true", help="emulate the 1 Mbps byte time on the servo buses")
+    parser.add_argument("--bus-priority", type=int, default=DEFAULT_PRIORITY,
+                        help=f"SCHED_FIFO priority of the two bus processes (default {DEFAULT_PRIORITY}, above the "
+                             "arm drivers' loops; 0 = normal scheduling; needs CAP_SYS_NICE, else normal)")
     parser.add_argument("--dxl-drop-rate", type=float, default=0.0, help="fault: status packets dropped (0-1)")
     parser.add_argument("--dxl-corrupt-rate", type=float, default=0.0,
                         help="fault: probability per status-packet byte of corruption (0-1)")
@@ -203,6 +217,8 @@ def _check_args(args: argparse.Namespace) -> str | None:
     for name, value in rates.items():
         if not 0.0 <= value <= 1.0:
             return f"{name} must be between 0 and 1, got {value}"
+    if not 0 <= args.bus_priority <= 99:
+        return f"--bus-priority must be 0..99, got {args.bus_priority}"
     if args.duration < 0 or args.status_every < 0:
         return "--duration and --status-every must be >= 0"
     if args.netft_rate <= 0 or args.serial_ft_rate <= 0:
@@ -294,45 +310,56 @@ def run_live_rig(args: argparse.Namespace) -> int:
     def sensor_wrench() -> np.ndarray:
         return rig.truth.sensor_wrench
 
-    runner = RealtimeRunner(rig)
-    baud = rig.spec.baud_rate
-    leader_bus = rig.family.make_bus(rig.leader_registers, baud_rate=baud, wire_time=args.wire_time, faults=dxl_faults)
-    follower_bus = rig.family.make_bus(rig.follower_registers, baud_rate=baud, wire_time=args.wire_time,
-                                       faults=dxl_faults)
     netft = None if args.no_netft else NetFtEmulator(sensor_wrench, port=args.netft_port, rate_hz=args.netft_rate,
                                                      faults=ft_faults)
     serial_ft = None if args.no_serial_ft else SerialFtEmulator(sensor_wrench, rate_hz=args.serial_ft_rate,
                                                                  faults=ft_faults)
     started: list[Any] = []
-    stop = threading.Event()
+    stop, silence = threading.Event(), threading.Event()
     previous_handlers = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous_handlers[signum] = signal.signal(signum, lambda *_: stop.set())
+        previous_handlers[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, lambda *_: silence.set())
     try:
-        for part in (runner, leader_bus, follower_bus, netft, serial_ft, operator):
+        # The ROS side first: its imports and DDS start-up must not stall the physics once it runs.
+        truth_publisher = None
+        if args.ros:
+            from na_sim.truth_publisher import TruthPublisher
+
+            truth_publisher = TruthPublisher(lambda: rig.truth, rig_health=lambda: health.status())
+        buses = _start_buses(rig, args, dxl_faults, started)
+        runner = RealtimeRunner(rig, stall_margin=STALL_MARGIN_S, links=tuple(link for link, _ in buses.values()))
+        health = RigHealth(runner, buses)
+        for part in (runner, netft, serial_ft, operator, truth_publisher):
             if part is not None:
                 part.start()
                 started.append(part)
         info = {
-            "leader_port": leader_bus.port_path,
-            "follower_port": follower_bus.port_path,
+            "leader_port": buses["leader"][1].port_path,
+            "follower_port": buses["follower"][1].port_path,
             "robot": rig.spec.name,
             "servo_ids": [r.servo_id for r in rig.follower_registers],
-            "baud_rate": baud,
+            "baud_rate": rig.spec.baud_rate,
             "netft": None if netft is None else {"host": netft.address[0], "port": netft.port},
             "serial_ft_port": None if serial_ft is None else serial_ft.port_path,
             "task": args.task,
             "pid": os.getpid(),
+            "bus_realtime": all(bus.realtime for _, bus in buses.values()),
+            "stall_margin_s": STALL_MARGIN_S,
         }
         if args.link_dir is not None:
             info["links"] = _link_ports(args.link_dir, info)
-        if args.ros:
-            from na_sim.truth_publisher import TruthPublisher
-
-            truth_publisher = TruthPublisher(lambda: rig.truth).start()
-            started.append(truth_publisher)
+        if truth_publisher is not None:
             info["ros_truth"] = True
+        if not _wait_for_pace(runner, stop):
+            print(f"na-sim rig: the physics did not keep pace with wall time for {READY_WINDOW_S:.1f} s within "
+                  f"{READY_TIMEOUT_S:.0f} s (worst lag {runner.worst_lag * 1e3:.0f} ms): the machine is too busy",
+                  file=sys.stderr)
+            return 1
+        if stop.is_set():
+            return 0
+        info["ready_after_s"] = round(time.monotonic() - health.started_at, 3)
         print("na-sim rig ready: " + json.dumps(info), flush=True)
         if args.info_out is not None:
             try:
@@ -340,7 +367,7 @@ def run_live_rig(args: argparse.Namespace) -> int:
             except OSError as exc:
                 print(f"na-sim rig: cannot write --info-out {args.info_out}: {exc}", file=sys.stderr)
                 return 2
-        return _supervise(args, stop, rig, runner, operator, (leader_bus, follower_bus), netft)
+        return _supervise(args, stop, silence, rig, runner, operator, health, netft)
     finally:
         for part in reversed(started):
             part.stop()
@@ -355,6 +382,94 @@ def run_live_rig(args: argparse.Namespace) -> int:
         print("na-sim rig: stopped", flush=True)
 
 
+class _ArmBus:
+    """One arm's bus process and its shared tables, stopped as one part of the rig."""
+
+    def __init__(self, link: PhysicsSide, bus: BusProcess) -> None:
+        self.link, self.bus = link, bus
+
+    def stop(self) -> None:
+        self.bus.stop()
+        self.link.close()
+
+
+def _start_buses(rig: Any, args: argparse.Namespace, faults: DxlFaults,
+                 started: list[Any]) -> dict[str, tuple[PhysicsSide, BusProcess]]:
+    """One bus process per arm, serving the arm's tables on a pty of its own."""
+    family = rig.family
+    buses = {}
+    for role, registers in (("leader", rig.leader_registers), ("follower", rig.follower_registers)):
+        link = PhysicsSide(registers, family.physics_bytes, family.error_bytes)
+        try:
+            bus = BusProcess(BusSetup(family.name, rig.spec.name, tuple(r.snapshot() for r in registers),
+                                      link.channels, rig.spec.baud_rate, args.wire_time, faults,
+                                      args.bus_priority, f"{role}-bus"))
+        except BaseException:
+            link.close()
+            raise
+        link.events = bus.events
+        started.append(_ArmBus(link, bus))
+        buses[role] = (link, bus)
+    return buses
+
+
+class RigHealth:
+    """What the rig says about itself: physics pace against wall time and whether its bus processes live."""
+
+    def __init__(self, runner: Any, buses: dict[str, tuple[PhysicsSide, BusProcess]]) -> None:
+        self.runner, self.buses = runner, buses
+        self.started_at = time.monotonic()
+        self._reported_stalls = 0
+
+    def new_stalls(self) -> list[tuple[float, float]]:
+        """Stalls (began, worst lag) not reported yet; a stall still going on is reported when it ends."""
+        stalls = self.runner.stalls
+        ended = len(stalls) - (1 if self.runner.lag > self.runner.stall_margin else 0)
+        fresh = stalls[self._reported_stalls:ended]
+        self._reported_stalls = max(self._reported_stalls, ended)
+        return fresh
+
+    def status(self) -> dict[str, Any]:
+        """For /diagnostics: level 0 OK, 1 WARN (lagging now), 2 ERROR (fell behind past the margin or a bus
+        process died); values count since start, so a reader sees them move."""
+        runner = self.runner
+        dead = [role for role, (_, bus) in self.buses.items() if not bus.alive]
+        stalls = len(runner.stalls)
+        if dead:
+            level, message = 2, "bus process died: " + ", ".join(dead)
+        elif runner.stalls and runner.stalls[-1][0] > time.monotonic() - 1.5:
+            level, message = 2, (f"physics fell behind wall time by {runner.stalls[-1][1] * 1e3:.0f} ms "
+                                 f"(margin {runner.stall_margin * 1e3:.0f} ms)")
+        elif runner.lag > runner.stall_margin / 2:
+            level, message = 1, f"physics lagging by {runner.lag * 1e3:.0f} ms"
+        else:
+            level, message = 0, "at pace"
+        values = {"lag_ms": f"{runner.lag * 1e3:.1f}", "worst_lag_ms": f"{runner.worst_lag * 1e3:.1f}",
+                  "stalls": str(stalls), "skipped_steps": str(runner.skipped), "steps": str(runner.steps),
+                  **{f"{role}_bus_packets": str(link.counters["packets"]) for role, (link, _) in self.buses.items()},
+                  **{f"{role}_bus_realtime": str(bus.realtime) for role, (_, bus) in self.buses.items()}}
+        return {"level": level, "message": message, "values": values}
+
+
+def _wait_for_pace(runner: Any, stop: threading.Event) -> bool:
+    """True once the physics ran ``READY_WINDOW_S`` without lagging past its margin (or a stop came)."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    calm_since = time.monotonic()
+    seen = 0
+    while not stop.is_set():
+        if runner.error is not None:
+            return True            # the supervisor reports it
+        now = time.monotonic()
+        if len(runner.stalls) != seen or runner.lag > runner.stall_margin:
+            seen, calm_since = len(runner.stalls), now
+        if now - calm_since >= READY_WINDOW_S:
+            return True
+        if now > deadline:
+            return False
+        stop.wait(0.02)
+    return True
+
+
 def _remove_own_info(path: Path | None) -> None:
     """Delete the --info-out file of this rig (its ports are gone); leave one another rig wrote since."""
     if path is None:
@@ -366,24 +481,40 @@ def _remove_own_info(path: Path | None) -> None:
         pass
 
 
-def _supervise(args: argparse.Namespace, stop: threading.Event, rig: Any, runner: Any,
-               operator: ScriptedOperator | None, buses: tuple[Any, ...],
+def _supervise(args: argparse.Namespace, stop: threading.Event, silence: threading.Event, rig: Any, runner: Any,
+               operator: ScriptedOperator | None, health: RigHealth,
                netft: NetFtEmulator | None) -> int:
-    """Wait for a stop; print a status line every ``--status-every`` s; 1 if a part failed."""
+    """Wait for a stop; say when the physics fell behind; a status line every ``--status-every`` s; 1 if a
+    part failed. ``silence`` (SIGUSR1, a fault drill) silences the follower's bus for ``DRILL_SILENCE_S``."""
     deadline = time.monotonic() + args.duration if args.duration > 0 else None
-    tick = args.status_every if args.status_every > 0 else 1.0
+    next_status = time.monotonic() + args.status_every
     while not stop.is_set():
-        wait = tick if deadline is None else max(0.0, min(tick, deadline - time.monotonic()))
+        wait = SUPERVISE_PERIOD_S if deadline is None else max(0.0, min(SUPERVISE_PERIOD_S,
+                                                                         deadline - time.monotonic()))
         stop.wait(wait)
         for name, part in (("physics", runner), ("operator", operator)):
             if part is not None and part.error is not None:
                 print(f"na-sim rig: {name} failed: {part.error!r}", file=sys.stderr)
                 return 1
-        if args.status_every > 0 and not stop.is_set():
-            packets = "/".join(str(bus.stats["packets"]) for bus in buses)
+        if silence.is_set():
+            silence.clear()
+            health.buses["follower"][1].silence(DRILL_SILENCE_S)
+            print(f"na-sim rig: fault drill: the follower's bus is silent for {DRILL_SILENCE_S:.0f} s", flush=True)
+        for role, (_, bus) in health.buses.items():
+            if not bus.alive:
+                print(f"na-sim rig: the {role} bus process died", file=sys.stderr)
+                return 1
+        for began, worst in health.new_stalls():
+            print(f"na-sim rig: physics fell behind wall time by {worst * 1e3:.0f} ms at "
+                  f"t={began - health.started_at:.2f} s (margin {runner.stall_margin * 1e3:.0f} ms; "
+                  f"{runner.skipped} steps skipped so far)", file=sys.stderr, flush=True)
+        if args.status_every > 0 and not stop.is_set() and time.monotonic() >= next_status:
+            next_status += args.status_every
+            packets = "/".join(str(link.counters["packets"]) for link, _ in health.buses.values())
             records = netft.stats["records"] if netft is not None else 0
-            print(f"  t={rig.truth.time:8.2f} s  steps {runner.steps} (skipped {runner.skipped})  "
-                  f"bus packets leader/follower {packets}  Net F/T records {records}", flush=True)
+            print(f"  t={rig.truth.time:8.2f} s  steps {runner.steps} (skipped {runner.skipped}, worst lag "
+                  f"{runner.worst_lag * 1e3:.1f} ms)  bus packets leader/follower {packets}  "
+                  f"Net F/T records {records}", flush=True)
         if deadline is not None and time.monotonic() >= deadline:
             break
     return 0

@@ -461,15 +461,28 @@ class RealtimeRunner:
 
     Step deadlines are multiples of ``period`` from the start time, so simulated time tracks
     wall time however long each step takes; after a stall of more than ``max_lag`` s the runner
-    skips ahead (counted in ``skipped``) instead of racing to catch up.
+    skips ahead (counted in ``skipped``) instead of racing to catch up. Registers and ground truth
+    come from the same step either way; how far the physics fell behind wall time is kept in
+    ``lag`` (now), ``worst_lag`` (since start) and ``stalls`` (one entry per episode of lagging more
+    than ``stall_margin``: monotonic time it began, worst lag in it), so that the owner can say so.
+
+    ``links`` exchange register bytes with the bus processes around every step (``pull()`` before,
+    ``push(time, steps)`` after; :class:`na_sim.shared_tables.PhysicsSide`).
     """
 
-    def __init__(self, rig: Rig, period: float | None = None, max_lag: float = 0.1) -> None:
+    def __init__(self, rig: Rig, period: float | None = None, max_lag: float = 0.1,
+                 stall_margin: float = 0.05, links: tuple = ()) -> None:
         self.rig = rig
         self.period = float(period or rig.config.timestep_s)
         self.max_lag = float(max_lag)
+        self.stall_margin = float(stall_margin)
+        self.links = tuple(links)
         self.steps = 0
         self.skipped = 0
+        self.lag = 0.0
+        self.worst_lag = 0.0
+        self.stalls: list[tuple[float, float]] = []
+        self._stalling = False
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -498,22 +511,41 @@ class RealtimeRunner:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def _note_lag(self, now: float, lag: float) -> None:
+        self.lag = lag
+        self.worst_lag = max(self.worst_lag, lag)
+        if lag <= self.stall_margin:
+            self._stalling = False
+        elif self._stalling:
+            began, worst = self.stalls[-1]
+            self.stalls[-1] = (began, max(worst, lag))
+        else:
+            self._stalling = True
+            self.stalls.append((now - lag, lag))
+
     def _run(self) -> None:
         period = self.period
         deadline = time.monotonic() + period
+        rig = self.rig
         try:
             while not self._stop.is_set():
                 now = time.monotonic()
                 if now < deadline:
                     self._stop.wait(deadline - now)
                     continue
+                self._note_lag(now, now - deadline)
                 due = int((now - deadline) / period) + 1
                 if (now - deadline) > self.max_lag:
                     self.skipped += due - 1
                     deadline = now
                     due = 1
-                self.rig.step(due * period)
-                self.steps += due
+                with rig.lock:
+                    for link in self.links:
+                        link.pull()
+                    rig.step(due * period)
+                    self.steps += due
+                    for link in self.links:
+                        link.push(rig.time, self.steps)
                 deadline += due * period
         except BaseException as exc:  # surfaced to the owner through .error
             self.error = exc

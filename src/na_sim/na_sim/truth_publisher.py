@@ -1,7 +1,10 @@
 """ROS 2 side of the live rig (optional, ``na-sim rig --ros``): publishes the simulator's ground
 truth and the scripted operator's grasp state so that recordings, the estimator demo and system
 tests can compare against them. Topics as docs/INTERFACES.md: ``/sim/truth/wrench`` (force the
-environment exerts on the tool, base frame), ``/sim/truth/contact``, ``/episode/grasp``."""
+environment exerts on the tool, base frame), ``/sim/truth/contact``, ``/episode/grasp``; and, once a
+second, the rig's own health on ``/diagnostics`` (status ``sim_rig: physics``: ERROR when the physics fell
+behind wall time past its margin or a bus process died), so that recorders and live evaluations can
+tell a run on a rig that kept pace from one that did not."""
 
 from __future__ import annotations
 
@@ -12,13 +15,17 @@ from typing import Any
 from na_common import topics
 
 TRUTH_RATE_HZ = 100.0
+HEALTH_PERIOD_S = 1.0
+HEALTH_STATUS_NAME = "sim_rig: physics"
 
 
 class TruthPublisher:
     """A private rclpy context and node, spun on its own thread, publishing ``truth()`` at 100 Hz."""
 
-    def __init__(self, truth: Callable[[], Any], frame_id: str = "world", rate_hz: float = TRUTH_RATE_HZ) -> None:
+    def __init__(self, truth: Callable[[], Any], frame_id: str = "world", rate_hz: float = TRUTH_RATE_HZ,
+                 rig_health: Callable[[], dict[str, Any]] | None = None) -> None:
         import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import WrenchStamped
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
@@ -33,6 +40,10 @@ class TruthPublisher:
         self.contact_pub = self.node.create_publisher(Bool, topics.TRUTH_CONTACT, 10)
         self.grasp_pub = self.node.create_publisher(Bool, topics.GRASP, 10)
         self.node.create_timer(1.0 / rate_hz, self._publish)
+        self._rig_health = rig_health
+        if rig_health is not None:
+            self.diagnostics_pub = self.node.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
+            self.node.create_timer(HEALTH_PERIOD_S, self._publish_health)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, name="na_sim_truth", daemon=True)
@@ -56,6 +67,14 @@ class TruthPublisher:
         self.wrench_pub.publish(wrench)
         self.contact_pub.publish(self._bool_cls(data=bool(truth.contact)))
         self.grasp_pub.publish(self._bool_cls(data=bool(truth.grasp)))
+
+    def _publish_health(self) -> None:
+        from na_common.ros_node import diagnostic_array, diagnostic_status
+
+        health = self._rig_health()
+        status = diagnostic_status(HEALTH_STATUS_NAME, "na-sim rig", health["level"], health["message"],
+                                   health["values"])
+        self.diagnostics_pub.publish(diagnostic_array(self.node, [status]))
 
     def start(self) -> TruthPublisher:
         self._thread.start()
