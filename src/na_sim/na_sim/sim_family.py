@@ -35,6 +35,9 @@ class SimFamily:
     _goal_value: Callable[[Any, int], int]      # (registers, shaft steps) -> Goal Position register value
     _power_up: Callable[[Any], None]            # a reboot / power cycle: RAM back to its defaults
     _bus: Callable[..., Any]                    # (registers, **options) -> the family's pty bus emulator
+    physics_bytes: tuple[int, ...] = ()         # table bytes the physics writes after every step (present values,
+                                                #   error register); the bus owns the rest (na_sim.shared_tables)
+    error_bytes: tuple[int, ...] = ()           # the error register among them (cleared by a reboot on the bus)
 
     def goal_value(self, registers: Any, shaft_angle: float) -> int:
         """The Goal Position value that puts this servo's shaft at ``shaft_angle`` (its Homing Offset and,
@@ -77,6 +80,13 @@ def _sts3215_bus(registers: Any, **options: Any) -> Any:
     return StsBusEmulator(registers, **options)
 
 
+def _byte_range(table: ModuleType, first: str, last: str, *, without: tuple[str, ...] = ()) -> tuple[int, ...]:
+    """Addresses from register ``first`` to the end of ``last``, less the bytes of the registers in ``without``."""
+    skip = {address for name in without
+            for address in range(table.REGISTERS[name].address, table.REGISTERS[name].end)}
+    return tuple(a for a in range(table.REGISTERS[first].address, table.REGISTERS[last].end) if a not in skip)
+
+
 def _sts3215_registers(servo_id: int) -> Any:
     from na_sim.sts_registers import StsServoRegisters
 
@@ -86,10 +96,16 @@ def _sts3215_registers(servo_id: int) -> Any:
 FAMILIES: dict[str, SimFamily] = {
     "xm430": SimFamily("xm430", "XM430-W350", xm430, (3, 4, 5),
                        ("position_p_gain", "position_i_gain", "position_d_gain"), xm430.rad_to_pulses,
-                       _xm430_registers, _xm430_goal, lambda registers: registers.reboot(), _xm430_bus),
+                       _xm430_registers, _xm430_goal, lambda registers: registers.reboot(), _xm430_bus,
+                       # Realtime Tick is the bus's: the emulator sets it from its own clock on every read.
+                       _byte_range(xm430, "hardware_error_status", "hardware_error_status")
+                       + _byte_range(xm430, "moving", "present_temperature"),
+                       _byte_range(xm430, "hardware_error_status", "hardware_error_status")),
     "sts3215": SimFamily("sts3215", "STS3215", sts3215, (0, 3),
                          ("p_coefficient", "i_coefficient", "d_coefficient"), sts3215.rad_to_steps,
-                         _sts3215_registers, _sts3215_goal, lambda registers: registers.power_cycle(), _sts3215_bus),
+                         _sts3215_registers, _sts3215_goal, lambda registers: registers.power_cycle(), _sts3215_bus,
+                         _byte_range(sts3215, "present_position", "present_current", without=("async_write_flag",)),
+                         _byte_range(sts3215, "status", "status")),
 }
 
 
