@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from na_bringup.live_eval import LiveScore, score_live
+from na_bringup.live_integrity import Fault, IntegrityWatch, describe
 from na_bringup.sim_graph import GraphError, launched, ros_env, sim_rig
 from na_common import topics
 
@@ -37,6 +39,11 @@ DEMO_CONFIG = "demo"                # na_training/na_training/config/train/demo.
 GENERATED_TASKS = ["free", "payload", "push", "nopush"]
 LIVE_PHASES = (("go_up_stay", 300.0), ("push_px", 0.0))
 STALE_PROBES = 20                   # follower states re-sent 0.5 s late per phase; none may be estimated
+MAX_LIVE_ATTEMPTS = 3               # a void live phase or recording is run again at most this often in all
+READY_TIMEOUT_S = 120.0             # for the graph to stream a steady window (processes start slowly on 2 cores)
+ESTIMATE_GAP_LIMIT_S = 1.0          # the estimator paused longer (the policy's estimator_timeout): the phase is void
+DIAGNOSTICS_SETTLE_S = 1.2          # drivers publish /diagnostics once a second: wait for the last word
+INJECTED_SILENCE_S = 1.0            # --inject-trip: how long the rig silences the follower's bus (na-sim rig, SIGUSR1)
 
 
 class DemoError(RuntimeError):
@@ -56,6 +63,8 @@ class Demo:
         self.live_phases = live_phases
         self.stale_injected = 0
         self.stale_estimated = 0
+        self.voided: list[dict] = []        # void live phases and recordings: phase, attempt, reason, faults
+        self.inject_trip = bool(getattr(args, "inject_trip", False))
         from na_description import load_spec
 
         self.spec = load_spec(args.robot)
@@ -117,52 +126,97 @@ class Demo:
         return out
 
     def record_live(self) -> Path:
-        import rclpy
-        from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
-
-        from na_msgs.msg import ArmState, EpisodeInfo
-        from na_msgs.srv import StartEpisode, StopEpisode
-
+        """One live episode through the recorder; an attempt during which the rig was not sound is discarded and
+        recorded again (at most ``MAX_LIVE_ATTEMPTS`` times)."""
         out = self.out / "bags" / "live"
         seconds = self.args.live_seconds
         self.begin(f"recording {seconds:.0f} s live: simulated rig -> arm drivers -> teleop -> recorder "
                    "(pick_place 200 g)")
+        for attempt in range(1, MAX_LIVE_ATTEMPTS + 1):
+            faults = self._record_live_attempt(out, attempt)
+            if not faults:
+                return out
+            self._void("live_record", attempt, faults)
+        raise DemoError(f"every one of {MAX_LIVE_ATTEMPTS} live recordings was void; logs in {self.logs}")
+
+    def _record_live_attempt(self, out: Path, attempt: int) -> list[Fault]:
+        """Record one episode; the faults that void it (then it is discarded), else []."""
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+
+        from na_bringup.live_monitor import LiveMonitor
+        from na_msgs.msg import EpisodeInfo
+        from na_msgs.srv import DiscardEpisode, StartEpisode, StopEpisode
+
+        seconds = self.args.live_seconds
+        log_dir = self.logs / ("live_record" if attempt == 1 else f"live_record_attempt{attempt}")
         context = Context()
         rclpy.init(context=context)
-        node = rclpy.create_node("na_demo_recorder_client", context=context)
-        states = []
-        node.create_subscription(ArmState, topics.FOLLOWER_ARM_STATE, states.append, 50)
+        monitor = LiveMonitor(context)
+        node = monitor.node
         start = node.create_client(StartEpisode, f"{topics.RECORDER_NODE}/start")
         stop = node.create_client(StopEpisode, f"{topics.RECORDER_NODE}/stop")
+        discard = node.create_client(DiscardEpisode, f"{topics.RECORDER_NODE}/discard")
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         try:
-            with sim_rig(self.out / "sim", self.logs / "live_record", task="pick_place", payload_grams=200.0,
-                         seed=self.args.seed, robot=self.args.robot) as (rig_graph, _info, ft_port), \
+            with sim_rig(self.out / "sim", log_dir, task="pick_place", payload_grams=200.0,
+                         seed=self.args.seed, robot=self.args.robot) as (rig_graph, info, ft_port), \
                     launched("collect.launch.xml", {"sim": "true", "sim_dir": str(self.out / "sim"),
                                                      "ft_port": str(ft_port), "output_dir": str(out), **self.robot},
-                             self.logs / "live_record", env=ros_env()) as graph:
-                self._spin_until(executor, lambda: len(states) > 50 and start.service_is_ready(), 90.0,
-                                 "the follower arm state and the recorder services", (rig_graph, graph))
-                info = EpisodeInfo(task="pick_place", payload_grams=200.0, force_source="payload",
-                                   condition="nominal", operator_name="na-demo", notes="live demo episode")
-                result = self._call(executor, start, StartEpisode.Request(info=info), (rig_graph, graph))
+                             log_dir, env=ros_env()) as graph:
+                graphs = (rig_graph, graph)
+                self._wait_until_steady(executor, monitor, graphs, "the arm drivers and the recorder services",
+                                        extra=start.service_is_ready)
+                info_msg = EpisodeInfo(task="pick_place", payload_grams=200.0, force_source="payload",
+                                       condition="nominal", operator_name="na-demo", notes="live demo episode")
+                result = self._call(executor, start, StartEpisode.Request(info=info_msg), graphs)
                 if not result.success:
                     raise DemoError(f"the recorder refused to start: {result.message}")
-                begin = time.monotonic()
-                self._spin_until(executor, lambda: time.monotonic() - begin > seconds, seconds + 30, "the episode",
-                                 (rig_graph, graph))
-                result = self._call(executor, stop, StopEpisode.Request(), (rig_graph, graph))
+                window = monitor.now()
+                self._run_window(executor, monitor, graphs, seconds, "the episode", info)
+                faults = monitor.watch.faults_since(window)
+                if faults:
+                    result = self._call(executor, discard, DiscardEpisode.Request(), graphs)
+                    self.say(f"discarded the episode ({result.message})")
+                    return faults
+                result = self._call(executor, stop, StopEpisode.Request(), graphs)
                 if not result.success:
                     raise DemoError(f"the recorder could not stop the episode: {result.message}")
                 for line in result.message.splitlines():
                     self.say(line)
+                return []
         finally:
             executor.shutdown()
             node.destroy_node()
             rclpy.shutdown(context=context)
-        return out
+
+    def _wait_until_steady(self, executor, monitor, graphs, what: str, extra=lambda: True) -> None:
+        """Until both arms have streamed a steady window with no fault (and ``extra()``)."""
+        self._spin_until(executor, lambda: monitor.watch.ready(monitor.now()) and extra(), READY_TIMEOUT_S,
+                         f"a steady graph ({what})", graphs)
+
+    def _run_window(self, executor, monitor, graphs, seconds: float, what: str, rig_info: dict) -> None:
+        """Spin for ``seconds`` (with ``--inject-trip``, silence the follower's bus halfway through the first
+        attempt), then long enough for the drivers' once-a-second diagnostics to report what happened."""
+        begin = time.monotonic()
+        if self.inject_trip:
+            self._spin_until(executor, lambda: time.monotonic() - begin > seconds / 2, seconds + 30, what, graphs)
+            os.kill(int(rig_info["pid"]), signal.SIGUSR1)
+            self.say(f"--inject-trip: silenced the follower's bus for {INJECTED_SILENCE_S:.0f} s")
+            self.inject_trip = False
+        self._spin_until(executor, lambda: time.monotonic() - begin > seconds, seconds + 30, what, graphs)
+        monitor.active = False
+        settle = time.monotonic()
+        self._spin_until(executor, lambda: time.monotonic() - settle > DIAGNOSTICS_SETTLE_S, 10.0,
+                         "the last diagnostics", graphs)
+
+    def _void(self, phase: str, attempt: int, faults: list[Fault]) -> None:
+        reason = describe(faults)
+        self.voided.append({"phase": phase, "attempt": attempt, "reason": reason,
+                            "faults": [str(f) for f in faults]})
+        self.say(f"VOID {phase} (attempt {attempt}): {reason}; running it again")
 
     def _spin_until(self, executor, condition, timeout: float, what: str, graphs) -> None:
         """Spin ``executor`` until ``condition()``; fail early if a process of ``graphs`` died."""
@@ -229,12 +283,13 @@ class Demo:
 
     def estimate_live(self, model: Path, constant_force: np.ndarray | None = None
                       ) -> dict[str, tuple[LiveScore, dict[str, np.ndarray]]]:
-        """Score the estimator per live phase; also checks that stale states give no estimate."""
+        """Score the estimator per live phase; also checks that stale states give no estimate. A phase during
+        which the rig was not sound is void: never scored, run again (at most ``MAX_LIVE_ATTEMPTS`` times)."""
         import rclpy
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
 
-        from na_bringup.live_monitor import LiveMonitor, Recording
+        from na_bringup.live_monitor import LiveMonitor
 
         phases = self.live_phases
         self.begin("running the estimator live on the rig: "
@@ -248,33 +303,21 @@ class Demo:
         try:
             for task, grams in phases:
                 name = f"{task}_{grams:g}g" if grams else task
-                log_dir = self.logs / f"live_{name}"
-                with sim_rig(self.out / "sim", log_dir, task=task, payload_grams=grams,
-                             seed=self.args.seed + 1, robot=self.args.robot) as (rig_graph, _info, _port), \
-                        launched("teleop.launch.xml", {"sim": "true", "sim_dir": str(self.out / "sim"), **self.robot},
-                                 log_dir, env=ros_env()) as teleop, \
-                        launched("estimator.launch.xml", {"model": str(model), **self.robot}, log_dir,
-                                 env=ros_env()) as estimator:
-                    graphs = (rig_graph, teleop, estimator)
-                    monitor.recording = Recording()
-                    monitor.active = True
-                    self._spin_until(executor, lambda: len(monitor.recording.estimate_stamps) > 60,
-                                     120.0, f"estimates during {task}", graphs)
-                    begin = time.monotonic()
-                    self._spin_until(executor, lambda b=begin: time.monotonic() - b > self.args.live_seconds,
-                                     self.args.live_seconds + 30, task, graphs)
-                    monitor.active = False
-                    sent = monitor.inject_stale(STALE_PROBES)
-                    settle = time.monotonic()
-                    self._spin_until(executor, lambda s=settle: time.monotonic() - s > 1.0, 10.0, "stale probes",
-                                     graphs)
-                data = monitor.recording.arrays()
-                score = score_live(data["estimate_stamps"], data["estimate_force"], data["estimate_contact"],
-                                   data["inference_latency"], data["receive_delay"], data["truth_stamps"],
-                                   data["truth_force"], constant_force=constant_force)
-                results[name] = (score, data)
-                self.say(f"{name}: force MAE {score.force_mae:.3f} N (zero {score.zero_force_mae:.3f} N), "
-                         f"{score.estimates} estimates; {sent} stale states injected")
+                for attempt in range(1, MAX_LIVE_ATTEMPTS + 1):
+                    data, faults, sent = self._live_phase(executor, monitor, model, task, grams, name, attempt)
+                    if faults:
+                        self._void(name, attempt, faults)
+                        continue
+                    score = score_live(data["estimate_stamps"], data["estimate_force"], data["estimate_contact"],
+                                       data["inference_latency"], data["receive_delay"], data["truth_stamps"],
+                                       data["truth_force"], constant_force=constant_force)
+                    results[name] = (score, data)
+                    self.say(f"{name}: force MAE {score.force_mae:.3f} N (zero {score.zero_force_mae:.3f} N), "
+                             f"{score.estimates} estimates; {sent} stale states injected")
+                    break
+                else:
+                    raise DemoError(f"every one of {MAX_LIVE_ATTEMPTS} attempts of the live phase {name} was void "
+                                    f"(last: {self.voided[-1]['reason']}); logs in {self.logs}")
             self.stale_estimated = monitor.stale_estimated()
             self.stale_injected = len(monitor.injected)
         finally:
@@ -282,6 +325,33 @@ class Demo:
             monitor.node.destroy_node()
             rclpy.shutdown(context=context)
         return results
+
+    def _live_phase(self, executor, monitor, model: Path, task: str, grams: float, name: str,
+                    attempt: int) -> tuple[dict[str, np.ndarray], list[Fault], int]:
+        """One attempt of a live phase: (recorded estimates and truth, faults that void it, stale probes sent)."""
+        from na_bringup.live_monitor import Recording
+
+        log_dir = self.logs / (f"live_{name}" if attempt == 1 else f"live_{name}_attempt{attempt}")
+        monitor.watch = IntegrityWatch(estimate_gap_limit_s=ESTIMATE_GAP_LIMIT_S)
+        monitor.recording = Recording()
+        with sim_rig(self.out / "sim", log_dir, task=task, payload_grams=grams,
+                     seed=self.args.seed + 1, robot=self.args.robot) as (rig_graph, info, _port), \
+                launched("teleop.launch.xml", {"sim": "true", "sim_dir": str(self.out / "sim"), **self.robot},
+                         log_dir, env=ros_env()) as teleop, \
+                launched("estimator.launch.xml", {"model": str(model), **self.robot}, log_dir,
+                         env=ros_env()) as estimator:
+            graphs = (rig_graph, teleop, estimator)
+            before = len(monitor.all_estimate_stamps)
+            self._wait_until_steady(executor, monitor, graphs, f"{task} with estimates",
+                                    extra=lambda: len(monitor.all_estimate_stamps) - before > 60)
+            window = monitor.now()
+            monitor.active = True
+            self._run_window(executor, monitor, graphs, self.args.live_seconds, task, info)
+            faults = monitor.watch.faults_since(window)
+            sent = monitor.inject_stale(STALE_PROBES)
+            settle = time.monotonic()
+            self._spin_until(executor, lambda s=settle: time.monotonic() - s > 1.0, 10.0, "stale probes", graphs)
+        return monitor.recording.arrays(), faults, sent
 
     def plot(self, results: dict[str, tuple[LiveScore, dict[str, np.ndarray]]]) -> Path:
         import matplotlib
@@ -323,6 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="shorter generated episodes (for CI)")
     parser.add_argument("--robot", default="omx_x",
                         help="the simulated arm: omx_x (OpenManipulator-X, default) or so101 (SO-101)")
+    parser.add_argument("--inject-trip", action="store_true",
+                        help="fault drill: silence the follower's bus for 1 s halfway through the first live "
+                             "window, which trips the follower; that attempt is reported void and run again")
     return parser
 
 
@@ -367,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     for line in comparison_lines(comparison):
         print(f"    {line}")
     print(f"  stale states injected {demo.stale_injected}, turned into estimates {demo.stale_estimated}")
+    print(f"  void live attempts (run again): {len(demo.voided)}"
+          + "".join(f"\n    {v['phase']} attempt {v['attempt']}: {v['reason']}" for v in demo.voided))
     print(f"  model {model}\n  bags  {demo.out / 'bags'}\n  NAD   {nad}\n  plots {plots}\n"
           f"  summary {demo.out / 'summary.json'}  ({summary['seconds']:.0f} s in all)")
     if demo.stale_estimated:
@@ -408,6 +483,7 @@ def write_summary(demo: Demo, results: dict[str, tuple[LiveScore, dict]], *, mod
         "best_classical_to_learned_force_mae": comparison.get("best_classical_to_learned_force_mae")}
     summary = {"robot": demo.spec.name, "phases": phases, "held_out_comparison": held_out,
                "stale_injected": demo.stale_injected, "stale_estimated": demo.stale_estimated,
+               "voided": demo.voided,
                "model": str(model), "bags": str(demo.out / "bags"), "nad": str(nad), "plots": str(plots),
                "seconds": round(time.monotonic() - demo.started, 1)}
     (demo.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

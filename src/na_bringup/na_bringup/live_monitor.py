@@ -1,4 +1,6 @@
-"""A node that collects the estimator's output and the rig's ground truth for :mod:`live_eval`."""
+"""A node that collects the estimator's output and the rig's ground truth for :mod:`live_eval`, and feeds
+an :class:`~na_bringup.live_integrity.IntegrityWatch` with the arm states, ``/diagnostics`` and the
+estimates, so that a phase run on a tripped arm or a rig that fell behind is known to be void."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from na_bringup.live_integrity import IntegrityWatch
 from na_common import topics
 from na_common.stamps import split_ns, stamp_seconds
 
@@ -27,8 +30,9 @@ class Recording:
 class LiveMonitor:
     """Subscribes to /estimator/estimate and /sim/truth/wrench in the given rclpy context."""
 
-    def __init__(self, context) -> None:
+    def __init__(self, context, watch: IntegrityWatch | None = None) -> None:
         import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import WrenchStamped
 
         from na_msgs.msg import ActuatorEstimate, ArmState
@@ -41,11 +45,31 @@ class LiveMonitor:
         self.last_state = None
         self.node.create_subscription(ActuatorEstimate, topics.ESTIMATE, self._on_estimate, 100)
         self.node.create_subscription(WrenchStamped, topics.TRUTH_WRENCH, self._on_truth, 100)
-        self.node.create_subscription(ArmState, topics.FOLLOWER_ARM_STATE, self._on_state, 10)
+        self.node.create_subscription(ArmState, topics.FOLLOWER_ARM_STATE, self._on_state, 100)
+        self.node.create_subscription(ArmState, topics.LEADER_ARM_STATE, self._on_leader_state, 100)
+        self.node.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, 50)
         self.state_pub = self.node.create_publisher(ArmState, topics.FOLLOWER_ARM_STATE, 10)
+        self.watch = watch or IntegrityWatch()
+        self._injected_keys: set[tuple[int, int]] = set()
+
+    def now(self) -> float:
+        """Seconds on the node's ROS clock (the clock of the stamps the watch compares)."""
+        return self._now()
 
     def _on_state(self, msg) -> None:
+        if (msg.header.stamp.sec, msg.header.stamp.nanosec) in self._injected_keys:
+            return                                  # our own stale probe, not the driver's
         self.last_state = msg
+        self.watch.arm_state("follower", stamp_seconds(msg.header.stamp), msg.stale)
+
+    def _on_leader_state(self, msg) -> None:
+        self.watch.arm_state("leader", stamp_seconds(msg.header.stamp), msg.stale)
+
+    def _on_diagnostics(self, msg) -> None:
+        stamp = stamp_seconds(msg.header.stamp)
+        for status in msg.status:
+            self.watch.diagnostic(stamp, status.name, status.level[0] if isinstance(status.level, bytes)
+                                  else int(status.level), status.message)
 
     def inject_stale(self, count: int, age: float = 0.5) -> int:
         """Publish ``count`` copies of the latest follower state stamped ``age`` s in the past (as a
@@ -61,6 +85,7 @@ class LiveMonitor:
             msg = self.last_state
             msg.header.stamp = Time(sec=sec, nanosec=nanosec)
             self.injected.append((msg.header.stamp.sec, msg.header.stamp.nanosec))
+            self._injected_keys.add(self.injected[-1])
             self.state_pub.publish(msg)
         return count
 
@@ -73,6 +98,8 @@ class LiveMonitor:
 
     def _on_estimate(self, msg) -> None:
         self.all_estimate_stamps.add((msg.header.stamp.sec, msg.header.stamp.nanosec))
+        if (msg.header.stamp.sec, msg.header.stamp.nanosec) not in self._injected_keys:
+            self.watch.estimate(stamp_seconds(msg.header.stamp))
         if not self.active:
             return
         rec, stamp = self.recording, stamp_seconds(msg.header.stamp)

@@ -1,0 +1,107 @@
+"""Whether a live run on the rig can be trusted: a steady start, and no fault inside the scored window (ROS-free).
+
+A live result (a demo phase, a recorded episode, a policy trial) counts only if, while it ran, both arm
+drivers read every servo on time, no driver tripped, the simulated rig kept pace with wall time and the
+estimator (where one runs) kept estimating. The watcher is fed what the graph publishes, with the
+stamps of the messages (the drivers stamp each arm state when its bus read completed, so a busy
+watcher does not mistake its own delay for a silent bus):
+
+* arm states of each arm (``arm_state``): a gap between two stamps longer than ``gap_limit_s`` (the
+  drivers' error timeout) or a servo left stale that long is a fault;
+* ``/diagnostics`` statuses (``diagnostic``): any ERROR (a trip, a servo not responding, a port lost,
+  the rig's physics behind wall time, a dead bus process, an estimator that stopped) is a fault;
+* estimates (``estimate``), when ``estimate_gap_limit_s`` is set: a longer gap between two is a fault.
+
+``ready(now)`` holds once every expected arm has streamed for ``steady_window_s`` without a stale
+servo or a fault; ``faults_since(t)`` lists what voids a window that opened at ``t``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+ERROR_LEVEL = 2                      # diagnostic_msgs/DiagnosticStatus.ERROR
+DEFAULT_GAP_LIMIT_S = 0.5            # the arm drivers' error_timeout (na_bringup/config/*_arm.yaml)
+DEFAULT_STEADY_WINDOW_S = 1.0
+
+
+@dataclass(frozen=True)
+class Fault:
+    at: float                        # s, stamp of the message that showed it
+    source: str                      # e.g. "follower arm", the diagnostic status name
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.reason}"
+
+
+class IntegrityWatch:
+    """See the module docstring; times are seconds on the ROS clock of the messages' stamps."""
+
+    def __init__(self, arms: Sequence[str] = ("leader", "follower"), *, gap_limit_s: float = DEFAULT_GAP_LIMIT_S,
+                 steady_window_s: float = DEFAULT_STEADY_WINDOW_S, estimate_gap_limit_s: float | None = None) -> None:
+        if gap_limit_s <= 0 or steady_window_s <= 0:
+            raise ValueError("gap_limit_s and steady_window_s must be > 0")
+        self.arms = tuple(arms)
+        self.gap_limit_s = float(gap_limit_s)
+        self.steady_window_s = float(steady_window_s)
+        self.estimate_gap_limit_s = estimate_gap_limit_s
+        self.faults: list[Fault] = []
+        self._last_state: dict[str, float] = {}
+        self._first_state: dict[str, float] = {}
+        self._stale_since: dict[tuple[str, int], float] = {}
+        self._unsteady_at = float("-inf")
+        self._last_estimate: float | None = None
+
+    def _fault(self, at: float, source: str, reason: str) -> None:
+        self.faults.append(Fault(at, source, reason))
+        self._unsteady_at = max(self._unsteady_at, at)
+
+    def arm_state(self, arm: str, stamp: float, stale: Sequence[bool]) -> None:
+        last = self._last_state.get(arm)
+        if last is not None and stamp - last > self.gap_limit_s:
+            self._fault(stamp, f"{arm} arm", f"no bus read for {stamp - last:.2f} s")
+        self._last_state[arm] = stamp if last is None else max(last, stamp)
+        self._first_state.setdefault(arm, stamp)
+        for index, is_stale in enumerate(stale):
+            key = (arm, index)
+            if not is_stale:
+                self._stale_since.pop(key, None)
+                continue
+            self._unsteady_at = max(self._unsteady_at, stamp)
+            since = self._stale_since.setdefault(key, stamp)
+            if stamp - since > self.gap_limit_s:
+                self._fault(stamp, f"{arm} arm", f"servo #{index + 1} without a valid reply for {stamp - since:.2f} s")
+                self._stale_since[key] = stamp            # one fault per gap limit of silence, not per message
+
+    def diagnostic(self, stamp: float, name: str, level: int, message: str) -> None:
+        if level >= ERROR_LEVEL:
+            self._fault(stamp, name, message)
+
+    def estimate(self, stamp: float) -> None:
+        if self.estimate_gap_limit_s is not None and self._last_estimate is not None \
+                and stamp - self._last_estimate > self.estimate_gap_limit_s:
+            self._fault(stamp, "estimator", f"no estimate for {stamp - self._last_estimate:.2f} s")
+        self._last_estimate = stamp if self._last_estimate is None else max(self._last_estimate, stamp)
+
+    def ready(self, now: float) -> bool:
+        """Every arm streams, and has for ``steady_window_s`` without a stale servo or a fault."""
+        if any(arm not in self._last_state for arm in self.arms):
+            return False
+        if any(now - self._last_state[arm] > self.gap_limit_s for arm in self.arms):
+            return False
+        steady_since = max(self._unsteady_at, *(self._first_state[arm] for arm in self.arms))
+        return now - steady_since >= self.steady_window_s
+
+    def faults_since(self, start: float, end: float | None = None) -> list[Fault]:
+        """Faults stamped in [start, end]; a gap or a silence that ended after ``start`` counts too."""
+        return [f for f in self.faults if f.at >= start and (end is None or f.at <= end)]
+
+
+def describe(faults: Sequence[Fault], limit: int = 3) -> str:
+    """One line naming the first faults (a void run's reason)."""
+    if not faults:
+        return "no fault"
+    text = "; ".join(str(f) for f in faults[:limit])
+    return text + (f" (+{len(faults) - limit} more)" if len(faults) > limit else "")
