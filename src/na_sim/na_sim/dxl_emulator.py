@@ -1,11 +1,12 @@
 """A DYNAMIXEL Protocol 2.0 bus of emulated XM430 servos on one pseudo-terminal (ROS-free).
 
 A client (the real dynamixel-sdk, or anything that speaks Protocol 2.0) opens ``port_path``
-like a U2D2 serial port. The bus thread parses instruction packets, lets every addressed
-``ServoRegisters`` execute them and writes the status packets back, honouring Status Return
-Level, Return Delay Time (real time) and, optionally, the wire time of every byte at the baud
-rate. Behaviour follows the ROBOTIS e-manual, Protocol 2.0 (docs/REFERENCES.md, Protocol 2.0); choices where the
-manual is silent are listed in the package README ("Servo bus emulator").
+like a U2D2 serial port. The bus thread (:class:`na_sim.pty_bus.PtyBus`) parses instruction
+packets, lets every addressed ``ServoRegisters`` execute them and writes the status packets back,
+honouring Status Return Level, Return Delay Time (real time) and, optionally, the wire time of
+every byte at the baud rate. Behaviour follows the ROBOTIS e-manual, Protocol 2.0
+(docs/REFERENCES.md, Protocol 2.0); choices where the manual is silent are listed in the package
+README ("Servo bus emulator").
 
 The emulator is also each servo's clock: Realtime Tick (address 120, ms, wraps at 32767) is set
 from the emulator's monotonic clock, with a per-servo phase, whenever a servo serves a read. It
@@ -26,18 +27,14 @@ lags behind them on a loaded machine should still let a driver start.)
 from __future__ import annotations
 
 import logging
-import os
-import select
-import threading
 import time
-import tty
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from na_description import xm430
 from na_sim import protocol2 as p2
 from na_sim.faults import DxlFaultInjector, DxlFaults
+from na_sim.pty_bus import PtyBus
 from na_sim.servo_registers import (
     ACCESS_ERROR,
     CRC_ERROR,
@@ -55,143 +52,42 @@ LOG = logging.getLogger(__name__)
 WriteHook = Callable[[ServoRegisters, int, bytes], None]
 ServoHook = Callable[[ServoRegisters], None]
 
-BITS_PER_BYTE_ON_WIRE = 10          # 8N1: start + 8 data + stop
-PARTIAL_PACKET_TIMEOUT_S = 0.02     # a packet incomplete this long is given up (resync)
-_POLL_S = 0.05                      # how often the bus thread looks at the stop flag
 _WATCHDOG_POLL_S = 0.001            # bus-thread wake-up granularity while a Bus Watchdog is running
 TICK_WRAP = 32768                   # Realtime Tick counts 0 .. 32767 ms (e-manual)
-_SPIN_BELOW_S = 2e-4                # sleeps shorter than this are spun for Return Delay accuracy
 
 # Status Return Level (address 68): which instructions get a status packet (e-manual).
 _ANSWERED_AT_LEVEL_1 = {p2.READ, p2.SYNC_READ, p2.BULK_READ, p2.FAST_SYNC_READ, p2.FAST_BULK_READ}
 
 
-class DxlBusEmulator:
-    """Serves a list of ``ServoRegisters`` on one pty; ``start()``/``stop()`` run its own thread.
+class DxlBusEmulator(PtyBus[p2.Packet, ServoRegisters]):
+    """Serves a list of ``ServoRegisters`` on one pty; ``start()``/``stop()`` run its thread.
 
     ``on_write(registers, address, data)`` is called after every successful write (Write,
     Action of a Reg Write, Sync/Bulk Write) so the physics can react, e.g. to Torque Enable;
     ``on_reboot`` and ``on_clear`` after a Reboot and a multi-turn Clear.
     """
 
+    RETURN_DELAY_UNIT_S = xm430.RETURN_DELAY_UNIT_S
+
     def __init__(self, servos: Sequence[ServoRegisters], *, baud_rate: int = 1_000_000, wire_time: bool = False,
                  faults: DxlFaults | DxlFaultInjector | None = None, on_write: WriteHook | None = None,
                  on_reboot: ServoHook | None = None, on_clear: ServoHook | None = None,
                  on_read: ServoHook | None = None, answer_crc_errors: bool = True) -> None:
-        if not servos:
-            raise ValueError("a bus needs at least one servo")
-        if baud_rate <= 0:
-            raise ValueError(f"baud_rate must be positive, got {baud_rate}")
-        self.servos = list(servos)
-        self.baud_rate = int(baud_rate)
-        self.wire_time = wire_time
-        self.injector = faults if isinstance(faults, DxlFaultInjector) else DxlFaultInjector(faults)
-        self.on_write = on_write
+        super().__init__(p2.PacketParser(), servos, baud_rate=baud_rate, wire_time=wire_time, faults=faults,
+                         on_read=on_read, on_write=on_write, name="dxl-bus")
         self.on_reboot = on_reboot
         self.on_clear = on_clear
-        self.on_read = on_read
         self.answer_crc_errors = answer_crc_errors
-        self.stats: Counter = Counter()
-        self._parser = p2.PacketParser()
         self._registered: dict[int, tuple[int, bytes]] = {}   # id(servo) -> pending Reg Write
-        self._master_fd = -1
-        self._slave_fd = -1
-        self.port_path = ""
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._started_at = time.monotonic()
-        self._bus_free_at = 0.0               # perf_counter time the bus is idle again
-        self._late: list[tuple[float, ServoRegisters, bytes]] = []   # held-back replies: (not before, servo, packet)
-        self._queued = 0                      # instruction packets parsed but not handled yet
         # Each servo's own clock: a fixed phase so that two servos' ticks differ, as on a real bus.
         self._tick_phase_ms = {id(s): (s.servo_id * 7919) % TICK_WRAP for s in self.servos}
 
-    # ---- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> DxlBusEmulator:
-        if self._thread is not None:
-            raise RuntimeError("emulator already started")
-        self._master_fd, self._slave_fd = os.openpty()
-        tty.setraw(self._slave_fd)
-        os.set_blocking(self._master_fd, False)
-        self.port_path = os.ttyname(self._slave_fd)
-        self._started_at = time.monotonic()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._serve, name=f"dxl-bus {self.port_path}", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-            self._thread = None
-        for fd in (self._master_fd, self._slave_fd):
-            if fd >= 0:
-                os.close(fd)
-        self._master_fd = self._slave_fd = -1
-
-    def __enter__(self) -> DxlBusEmulator:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def elapsed_s(self) -> float:
-        return time.monotonic() - self._started_at
-
-    @property
-    def fault_counters(self) -> dict[str, int]:
-        return self.injector.snapshot()
-
-    @property
-    def parser_crc_errors(self) -> int:
-        return self._parser.checksum_errors
-
-    # ---- bus thread ----------------------------------------------------------------------------
-    def _serve(self) -> None:
-        last_byte_at = time.monotonic()
-        while not self._stop.is_set():
-            timeout = _POLL_S if not self._parser.pending else PARTIAL_PACKET_TIMEOUT_S
-            if self._watchdog_running():
-                timeout = min(timeout, _WATCHDOG_POLL_S)
-            ready, _, _ = select.select([self._master_fd], [], [], timeout)
-            if not ready:
-                # Only a bus that is really silent expires a watchdog: when this thread was late (a loaded
-                # host), packets that arrived meanwhile are in the pty and reset the watchdog first.
-                self._check_watchdogs()
-                if self._parser.pending and time.monotonic() - last_byte_at > PARTIAL_PACKET_TIMEOUT_S:
-                    self.stats["resyncs"] += 1
-                    self._handle_all(self._parser.resync())
-                continue
-            try:
-                data = os.read(self._master_fd, 4096)
-            except (BlockingIOError, InterruptedError):
-                continue
-            except OSError:               # the pty went away (stop() from another thread)
-                return
-            last_byte_at = time.monotonic()
-            self._bus_free_at = max(self._bus_free_at, time.perf_counter())
-            self.stats["bytes_received"] += len(data)
-            self._handle_all(self._parser.feed(data))
-            self._check_watchdogs()
-
-    def _handle_all(self, packets: list[p2.Packet]) -> None:
-        for index, packet in enumerate(packets):
-            self._queued = len(packets) - index - 1
-            try:
-                self._handle(packet)
-            except Exception:   # a bug must not kill the bus: log it and keep serving
-                self.stats["internal_errors"] += 1
-                LOG.exception("servo bus emulator failed on packet %s", packet.raw.hex(" "))
-
+    # ---- dispatch ------------------------------------------------------------------------------
     def _handle(self, packet: p2.Packet) -> None:
         if packet.instruction == p2.STATUS:
             return                                # a status packet (ours, or another device's): not for us
         self.stats["packets"] += 1
-        if self.wire_time:      # the instruction's last byte arrives this much after its first
-            self._bus_free_at += self._wire_s(len(packet.raw))
-        self._release_late_replies()
+        self._instruction_received(len(packet.raw))
         self._apply_forced_trips()
         if not packet.checksum_ok:
             self.stats["crc_errors"] += 1
@@ -286,7 +182,7 @@ class DxlBusEmulator:
             self._reply(servo, p2.REBOOT, 0, broadcast=packet.is_broadcast)   # answers, then reboots
             servo.reboot()
             self._registered.pop(id(servo), None)
-            self._call_hook(self.on_reboot, servo)
+            self._call_hook("on_reboot", self.on_reboot, servo)
 
     def _clear(self, packet: p2.Packet) -> None:
         for servo in self._addressed(packet):
@@ -299,7 +195,7 @@ class DxlBusEmulator:
                 continue
             with servo.lock:
                 servo.set("present_position", servo.get("present_position") % xm430.PULSES_PER_REV)
-            self._call_hook(self.on_clear, servo)
+            self._call_hook("on_clear", self.on_clear, servo)
             self._reply(servo, p2.CLEAR, 0, broadcast=packet.is_broadcast)
 
     def _sync_read(self, packet: p2.Packet) -> None:
@@ -318,7 +214,7 @@ class DxlBusEmulator:
         for servo_id, address, length in requests:
             for servo in self._servos_with_id(servo_id):
                 try:
-                    sampled.append((servo, 0, self._sample_and_read(servo, address, length)))
+                    sampled.append((servo, 0, self._read_registers(servo, address, length)))
                 except ProtocolError as exc:
                     sampled.append((servo, exc.code, b""))
         for servo, error, data in sampled:
@@ -342,7 +238,7 @@ class DxlBusEmulator:
                 if self._silent(servo, instruction) or not servo.answers_fast_sync_read:
                     continue        # older firmware does not know the instruction (broadcast: no answer)
                 try:
-                    entries.append((self._alert(servo), servo_id, self._sample_and_read(servo, address, length)))
+                    entries.append((self._alert(servo), servo_id, self._read_registers(servo, address, length)))
                 except ProtocolError as exc:
                     entries.append((self._alert(servo) | exc.code, servo_id, bytes(length)))
                 first = first or servo
@@ -404,28 +300,25 @@ class DxlBusEmulator:
         live = self._addressed(packet)
         return live if ids is None else [s for s in live if s.servo_id in ids]
 
-    def _watchdog_running(self) -> bool:
-        return any(s.watchdog_deadline() is not None for s in self.servos)
+    def _poll_timeout(self, timeout: float) -> float:
+        """A running Bus Watchdog must expire on time: the bus thread wakes every millisecond for it."""
+        running = any(s.watchdog_deadline() is not None for s in self.servos)
+        return min(timeout, _WATCHDOG_POLL_S) if running else timeout
 
-    def _check_watchdogs(self) -> None:
+    def _between_packets(self) -> None:
+        """Runs every servo's Bus Watchdog while the line is between packets."""
         now = time.monotonic()
         for servo in self.servos:
             if servo.check_watchdog(now):
                 self.stats["watchdog_expired"] += 1
                 LOG.info("servo %d: Bus Watchdog expired, holding", servo.servo_id)
 
-    def _sample_and_read(self, servo: ServoRegisters, address: int, length: int) -> bytes:
-        """What a read returns: the servo's clock into Realtime Tick, the ``on_read`` hook, then the bytes."""
+    def _read_registers(self, servo: ServoRegisters, address: int, length: int) -> bytes:
+        """The servo's clock into Realtime Tick first, then what every bus does for a read."""
         with servo.lock:
             elapsed_ms = (time.monotonic() - self._started_at) * 1000.0
             servo.set("realtime_tick", int(elapsed_ms + self._tick_phase_ms.get(id(servo), 0)) % TICK_WRAP)
-            if self.on_read is not None:
-                try:
-                    self.on_read(servo)
-                except Exception:
-                    self.stats["hook_errors"] += 1
-                    LOG.exception("on_read hook failed")
-            return servo.read(address, length)
+            return super()._read_registers(servo, address, length)
 
     def _addressed(self, packet: p2.Packet) -> list[ServoRegisters]:
         """Servos an instruction is for (all live ones for the broadcast ID)."""
@@ -451,22 +344,8 @@ class DxlBusEmulator:
         except ProtocolError as exc:
             self.stats["write_errors"] += 1
             return exc.code
-        if self.on_write is not None:
-            try:
-                self.on_write(servo, address, data)
-            except Exception:
-                self.stats["hook_errors"] += 1
-                LOG.exception("on_write hook failed")
+        self._call_hook("on_write", self.on_write, servo, address, data)
         return 0
-
-    def _call_hook(self, hook: ServoHook | None, servo: ServoRegisters) -> None:
-        if hook is None:
-            return
-        try:
-            hook(servo)
-        except Exception:
-            self.stats["hook_errors"] += 1
-            LOG.exception("servo hook failed")
 
     def _answer_crc_error(self, packet: p2.Packet) -> None:
         """A broken instruction is answered with ERR=3 only by a servo whose own ID it carries."""
@@ -489,7 +368,7 @@ class DxlBusEmulator:
 
     def _reply_read(self, servo: ServoRegisters, instruction: int, address: int, length: int) -> None:
         try:
-            data = self._sample_and_read(servo, address, length)
+            data = self._read_registers(servo, address, length)
         except ProtocolError as exc:
             self._reply(servo, instruction, exc.code)
             return
@@ -501,85 +380,6 @@ class DxlBusEmulator:
             return
         self._send(servo, p2.build_status(servo.servo_id, self._alert(servo) | error, params))
 
-    def _send(self, servo: ServoRegisters, packet: bytes, collide: bool = False) -> None:
-        """Return delay, wire time and faults, then the bytes onto the pty.
-
-        Times are absolute deadlines on one bus clock (``_bus_free_at``: when the last byte on the
-        wire has arrived), so a late wake-up on a loaded machine does not add up over the five
-        replies of a Sync Read.
-        """
-        due = self._bus_free_at + servo.get("return_delay_time") * xm430.RETURN_DELAY_UNIT_S
-        if self.wire_time:
-            due += self._wire_s(len(packet))      # written when its last byte would have arrived
-        if self.injector.drop_status():
-            return
-        if collide and self._host_is_sending():
-            self.stats["collisions"] += 1
-            return
-        if self.injector.delay_status():
-            # A late reply: held back, then sent inside a later transaction (see _release_late_replies).
-            self._late.append((time.monotonic() + self.injector.faults.delay_status_s, servo, packet))
-            return
-        self._sleep_until(due)
-        self._bus_free_at = max(due, time.perf_counter())
-        if collide and self._host_is_sending():
-            self.stats["collisions"] += 1
-            return
-        self._write_all(self.injector.corrupt(packet))
-
-    def _host_is_sending(self) -> bool:
-        """True when the host's next instruction packet has (partly) arrived: a reply now would collide."""
-        if self._queued or self._parser.pending:
-            return True
-        ready, _, _ = select.select([self._master_fd], [], [], 0)
-        return bool(ready)
-
-    def _release_late_replies(self) -> None:
-        """An instruction packet just arrived: held-back replies that are due go out first, before its answers."""
-        if not self._late:
-            return
-        now, keep = time.monotonic(), []
-        for not_before, servo, packet in self._late:
-            if now < not_before:
-                keep.append((not_before, servo, packet))
-                continue
-            if self.wire_time:
-                self._bus_free_at += self._wire_s(len(packet))
-            self._sleep_until(self._bus_free_at)
-            self._write_all(self.injector.corrupt(packet))
-            self.stats["late_replies"] += 1
-        self._late = keep
-
-    def _wire_s(self, byte_count: int) -> float:
-        return byte_count * BITS_PER_BYTE_ON_WIRE / self.baud_rate
-
-    def _write_all(self, data: bytes) -> None:
-        view = memoryview(data)
-        deadline = time.monotonic() + 0.1
-        while view:
-            try:
-                written = os.write(self._master_fd, view)
-            except BlockingIOError:
-                if time.monotonic() > deadline:        # nobody reads the port: drop the reply
-                    self.stats["tx_overflow"] += 1
-                    return
-                time.sleep(0.001)
-                continue
-            except OSError:
-                return
-            view = view[written:]
-        self.stats["replies"] += 1
-
-    @staticmethod
-    def _sleep_until(deadline: float) -> None:
-        """Sleep until ``deadline`` (perf_counter) with ~10 µs accuracy: OS sleep, then a short spin."""
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            return
-        if remaining > _SPIN_BELOW_S:
-            time.sleep(remaining - _SPIN_BELOW_S)
-        while time.perf_counter() < deadline:
-            pass
 
 
 def _word(params: bytes, offset: int) -> int:

@@ -1,11 +1,19 @@
 """A half-duplex serial servo bus on a pseudo-terminal: reader thread, reply timing and writes (ROS-free).
 
-The protocol-independent half of a servo bus emulator. A subclass brings a packet parser
-(``feed``/``pending``/``resync``) and ``_handle(packet)``; this class opens the pty (a client opens
-``port_path`` like a USB serial adapter), feeds it the bytes the client writes, resynchronises
-on a packet left incomplete for ``PARTIAL_PACKET_TIMEOUT_S`` and writes replies at the time they
-would have left a real bus: after the servo's Return Delay and, with ``wire_time``, after every
-byte took its 10 bit times at the baud rate.
+The protocol-independent half of a servo bus emulator (:class:`na_sim.dxl_emulator.DxlBusEmulator`,
+:class:`na_sim.sts_emulator.StsBusEmulator`). A subclass brings a packet parser of the shape of
+:class:`PacketStream` and ``_handle(packet)``; this class opens the pty (a client opens ``port_path``
+like a USB serial adapter), feeds it the bytes the client writes, resynchronises on a packet left
+incomplete for ``PARTIAL_PACKET_TIMEOUT_S`` and writes replies at the time they would have left a
+real bus: after the servo's Return Delay and, with ``wire_time``, after every byte took its 10 bit
+times at the baud rate. Injected faults (:class:`~na_sim.faults.DxlFaultInjector`) drop, delay and
+corrupt replies here.
+
+Hooks for the rest of the simulation, all run in the bus thread; an exception from one is counted
+in ``stats["hook_errors"]`` and logged, and the bus goes on serving:
+
+* ``on_read(servo)``: under the servo's lock right before a read of its registers is served;
+* ``on_write(servo, address, data)``: after the servo executed a write (the subclass calls it).
 """
 
 from __future__ import annotations
@@ -17,8 +25,10 @@ import threading
 import time
 import tty
 from collections import Counter
-from collections.abc import Sequence
-from typing import Generic, Protocol, Self, TypeVar
+from collections.abc import Callable, Sequence
+from typing import ClassVar, Generic, Protocol, Self, TypeVar
+
+from na_sim.faults import DxlFaultInjector, DxlFaults
 
 LOG = logging.getLogger(__name__)
 
@@ -50,8 +60,19 @@ class Packet(Protocol):
     def is_broadcast(self) -> bool: ...
 
 
+class ServoTable(Protocol):
+    """What the bus needs of one servo's emulated control table."""
+
+    lock: threading.RLock
+
+    def get(self, name: str) -> int: ...
+
+    def read(self, address: int, length: int) -> bytes: ...
+
+
 PacketT = TypeVar("PacketT", bound=Packet)
 PacketT_co = TypeVar("PacketT_co", bound=Packet, covariant=True)
+ServoT = TypeVar("ServoT", bound=ServoTable)
 
 
 class PacketStream(Protocol[PacketT_co]):
@@ -67,15 +88,29 @@ class PacketStream(Protocol[PacketT_co]):
     def resync(self) -> Sequence[PacketT_co]: ...
 
 
-class PtyBus(Generic[PacketT]):
-    """Serves one pty from its own thread; ``start()``/``stop()`` or use it as a context manager."""
+class PtyBus(Generic[PacketT, ServoT]):
+    """Serves ``servos`` on one pty from its own thread; ``start()``/``stop()`` or use it as a context manager."""
 
-    def __init__(self, parser: PacketStream[PacketT], *, baud_rate: int = 1_000_000, wire_time: bool = False,
-                 name: str = "servo-bus") -> None:
+    RETURN_DELAY_UNIT_S: ClassVar[float]       # s per unit of the servos' Return Delay Time register
+    # A late reply (injected delay) is held back and sent right after the first instruction packet that
+    # arrives once its delay is over, i.e. inside a later transaction (DxlFaults.delay_status_s). False:
+    # the bus thread sends it after the delay, before it reads the next instruction.
+    HOLDS_LATE_REPLIES: ClassVar[bool] = True
+
+    def __init__(self, parser: PacketStream[PacketT], servos: Sequence[ServoT], *, baud_rate: int = 1_000_000,
+                 wire_time: bool = False, faults: DxlFaults | DxlFaultInjector | None = None,
+                 on_read: Callable[[ServoT], None] | None = None,
+                 on_write: Callable[[ServoT, int, bytes], None] | None = None, name: str = "servo-bus") -> None:
+        if not servos:
+            raise ValueError("a bus needs at least one servo")
         if baud_rate <= 0:
             raise ValueError(f"baud_rate must be positive, got {baud_rate}")
+        self.servos = list(servos)
         self.baud_rate = int(baud_rate)
         self.wire_time = wire_time
+        self.injector = faults if isinstance(faults, DxlFaultInjector) else DxlFaultInjector(faults)
+        self.on_read = on_read
+        self.on_write = on_write
         self.stats: Counter = Counter()
         self._parser = parser
         self._name = name
@@ -86,6 +121,8 @@ class PtyBus(Generic[PacketT]):
         self._stop = threading.Event()
         self._started_at = time.monotonic()
         self._bus_free_at = 0.0               # perf_counter time the bus is idle again
+        self._late: list[tuple[float, bytes]] = []   # held-back replies: (monotonic time not before, packet)
+        self._queued = 0                      # instruction packets parsed but not handled yet
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Self:
@@ -122,6 +159,10 @@ class PtyBus(Generic[PacketT]):
         return time.monotonic() - self._started_at
 
     @property
+    def fault_counters(self) -> dict[str, int]:
+        return self.injector.snapshot()
+
+    @property
     def parser_checksum_errors(self) -> int:
         """Packets whose checksum (Protocol 2.0: CRC) failed, as the parser counted them."""
         return self._parser.checksum_errors
@@ -130,28 +171,64 @@ class PtyBus(Generic[PacketT]):
     def _handle(self, packet: PacketT) -> None:
         raise NotImplementedError
 
+    def _poll_timeout(self, timeout: float) -> float:
+        """How long the bus thread may wait for bytes (``timeout``: what the bus itself needs); shorter
+        while the subclass has timed work between packets."""
+        return timeout
+
+    def _between_packets(self) -> None:
+        """Called whenever the bus thread is not inside a packet: after each batch of received bytes was
+        handled and when the line stayed silent for a poll."""
+
     def _instruction_received(self, byte_count: int) -> None:
-        """With wire time, the instruction's last byte arrives this much after its first."""
+        """An instruction packet of ``byte_count`` bytes arrived: with wire time its last byte arrived this
+        much after its first; held-back late replies that are due go out first, before its answers."""
         if self.wire_time:
             self._bus_free_at += self._wire_s(byte_count)
+        self._release_late_replies()
 
-    def _reply_due(self, return_delay_s: float, byte_count: int) -> float:
-        """perf_counter time a reply of ``byte_count`` bytes is complete on the wire.
+    def _read_registers(self, servo: ServoT, address: int, length: int) -> bytes:
+        """What a read returns: the ``on_read`` hook, then the bytes, under the servo's lock."""
+        with servo.lock:
+            self._call_hook("on_read", self.on_read, servo)
+            return servo.read(address, length)
+
+    def _call_hook(self, name: str, hook: Callable[..., None] | None, *args: object) -> None:
+        if hook is None:
+            return
+        try:
+            hook(*args)
+        except Exception:     # a hook's bug must not kill the bus
+            self.stats["hook_errors"] += 1
+            LOG.exception("%s hook failed", name)
+
+    def _send(self, servo: ServoT, packet: bytes, collide: bool = False) -> None:
+        """The servo's Return Delay, wire time and injected faults, then the bytes onto the pty.
 
         Times are absolute deadlines on one bus clock (``_bus_free_at``: when the last byte on the
         wire has arrived), so a late wake-up on a loaded machine does not add up over the replies
-        of a Sync Read.
+        of a Sync Read. With ``collide`` (one of the replies to a Sync/Bulk read) a reply that would
+        go out while the host is already sending its next instruction is lost (``stats["collisions"]``).
         """
-        due = self._bus_free_at + return_delay_s
+        due = self._bus_free_at + servo.get("return_delay_time") * self.RETURN_DELAY_UNIT_S
         if self.wire_time:
-            due += self._wire_s(byte_count)      # written when its last byte would have arrived
-        return due
-
-    def _transmit(self, data: bytes, due: float) -> None:
-        """Wait until ``due`` (perf_counter), then put ``data`` on the pty; the bus is busy until then."""
+            due += self._wire_s(len(packet))      # written when its last byte would have arrived
+        if self.injector.drop_status():
+            return
+        if collide and self._host_is_sending():
+            self.stats["collisions"] += 1
+            return
+        if self.injector.delay_status():
+            if self.HOLDS_LATE_REPLIES:
+                self._late.append((time.monotonic() + self.injector.faults.delay_status_s, packet))
+                return
+            due += self.injector.faults.delay_status_s
         self._sleep_until(due)
         self._bus_free_at = max(due, time.perf_counter())
-        self._write_all(data)
+        if collide and self._host_is_sending():
+            self.stats["collisions"] += 1
+            return
+        self._write_all(self.injector.corrupt(packet))
 
     def _wire_s(self, byte_count: int) -> float:
         return byte_count * BITS_PER_BYTE_ON_WIRE / self.baud_rate
@@ -160,9 +237,12 @@ class PtyBus(Generic[PacketT]):
     def _serve(self) -> None:
         last_byte_at = time.monotonic()
         while not self._stop.is_set():
-            ready, _, _ = select.select([self._master_fd], [], [], _POLL_S if not self._parser.pending
-                                        else PARTIAL_PACKET_TIMEOUT_S)
+            timeout = _POLL_S if not self._parser.pending else PARTIAL_PACKET_TIMEOUT_S
+            ready, _, _ = select.select([self._master_fd], [], [], self._poll_timeout(timeout))
             if not ready:
+                # Only a line that is really silent counts as idle: when this thread was late (a loaded
+                # host), packets that arrived meanwhile are in the pty and are handled first.
+                self._between_packets()
                 if self._parser.pending and time.monotonic() - last_byte_at > PARTIAL_PACKET_TIMEOUT_S:
                     self.stats["resyncs"] += 1
                     self._handle_all(self._parser.resync())
@@ -177,14 +257,38 @@ class PtyBus(Generic[PacketT]):
             self._bus_free_at = max(self._bus_free_at, time.perf_counter())
             self.stats["bytes_received"] += len(data)
             self._handle_all(self._parser.feed(data))
+            self._between_packets()
 
     def _handle_all(self, packets: Sequence[PacketT]) -> None:
-        for packet in packets:
+        for index, packet in enumerate(packets):
+            self._queued = len(packets) - index - 1
             try:
                 self._handle(packet)
             except Exception:   # a bug must not kill the bus: log it and keep serving
                 self.stats["internal_errors"] += 1
                 LOG.exception("servo bus emulator failed on packet %s", packet.raw.hex(" "))
+
+    def _host_is_sending(self) -> bool:
+        """True when the host's next instruction packet has (partly) arrived: a reply now would collide."""
+        if self._queued or self._parser.pending:
+            return True
+        ready, _, _ = select.select([self._master_fd], [], [], 0)
+        return bool(ready)
+
+    def _release_late_replies(self) -> None:
+        if not self._late:
+            return
+        now, keep = time.monotonic(), []
+        for not_before, packet in self._late:
+            if now < not_before:
+                keep.append((not_before, packet))
+                continue
+            if self.wire_time:
+                self._bus_free_at += self._wire_s(len(packet))
+            self._sleep_until(self._bus_free_at)
+            self._write_all(self.injector.corrupt(packet))
+            self.stats["late_replies"] += 1
+        self._late = keep
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)

@@ -35,7 +35,6 @@ injector's ``trip_error_bits`` as Status bits (use ``sts3215.STATUS_*``) and swi
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 import threading
@@ -48,33 +47,26 @@ from na_sim.faults import DxlFaultInjector, DxlFaults
 from na_sim.pty_bus import PtyBus
 from na_sim.sts_registers import StsServoRegisters
 
-LOG = logging.getLogger(__name__)
-
 WriteHook = Callable[[StsServoRegisters, int, bytes], None]
 
 _ALWAYS_ANSWERED = {p0.PING, p0.READ, p0.SYNC_READ}
 
 
-class StsBusEmulator(PtyBus[p0.Packet]):
+class StsBusEmulator(PtyBus[p0.Packet, StsServoRegisters]):
     """Serves a list of :class:`StsServoRegisters` on one pty; ``start()``/``stop()`` run its thread.
 
     ``on_write(registers, address, data)`` is called after every write a servo executed (Write,
     Action of a Reg Write, Sync Write) so the physics can react, e.g. to Torque Enable.
     """
 
+    RETURN_DELAY_UNIT_S = sts3215.RETURN_DELAY_UNIT_S
+    HOLDS_LATE_REPLIES = False      # a late reply goes out after its delay, the bus thread waiting for it
+
     def __init__(self, servos: Sequence[StsServoRegisters], *, baud_rate: int = 1_000_000, wire_time: bool = False,
                  faults: DxlFaults | DxlFaultInjector | None = None, on_write: WriteHook | None = None) -> None:
-        if not servos:
-            raise ValueError("a bus needs at least one servo")
-        super().__init__(p0.PacketParser(), baud_rate=baud_rate, wire_time=wire_time, name="sts-bus")
-        self.servos = list(servos)
-        self.injector = faults if isinstance(faults, DxlFaultInjector) else DxlFaultInjector(faults)
-        self.on_write = on_write
+        super().__init__(p0.PacketParser(), servos, baud_rate=baud_rate, wire_time=wire_time, faults=faults,
+                         on_write=on_write, name="sts-bus")
         self._registered: dict[int, tuple[int, bytes]] = {}   # id(servo) -> pending Reg Write
-
-    @property
-    def fault_counters(self) -> dict[str, int]:
-        return self.injector.snapshot()
 
     # ---- dispatch ------------------------------------------------------------------------------
     def _handle(self, packet: p0.Packet) -> None:
@@ -183,13 +175,7 @@ class StsBusEmulator(PtyBus[p0.Packet]):
 
     def _apply_write(self, servo: StsServoRegisters, address: int, data: bytes) -> None:
         servo.write(address, data)
-        if self.on_write is None:
-            return
-        try:
-            self.on_write(servo, address, data)
-        except Exception:
-            self.stats["hook_errors"] += 1
-            LOG.exception("on_write hook failed")
+        self._call_hook("on_write", self.on_write, servo, address, data)
 
     def _reply(self, servo: StsServoRegisters, reply_id: int, instruction: int, params: bytes = b"",
                broadcast: bool = False) -> None:
@@ -198,15 +184,6 @@ class StsBusEmulator(PtyBus[p0.Packet]):
         if instruction not in _ALWAYS_ANSWERED and servo.get("response_status_level") == 0:
             return
         self._send(servo, p0.build_status(reply_id, servo.error_bits, params))
-
-    def _send(self, servo: StsServoRegisters, packet: bytes) -> None:
-        """Return Delay, wire time and injected faults, then the bytes onto the pty."""
-        due = self._reply_due(servo.get("return_delay_time") * sts3215.RETURN_DELAY_UNIT_S, len(packet))
-        if self.injector.drop_status():
-            return
-        if self.injector.delay_status():
-            due += self.injector.faults.delay_status_s     # a late reply: held back by the fault's delay
-        self._transmit(self.injector.corrupt(packet), due)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
