@@ -64,7 +64,8 @@ class DxlBusEmulator(PtyBus[p2.Packet, ServoRegisters]):
 
     ``on_write(registers, address, data)`` is called after every successful write (Write,
     Action of a Reg Write, Sync/Bulk Write) so the physics can react, e.g. to Torque Enable;
-    ``on_reboot`` and ``on_clear`` after a Reboot and a multi-turn Clear.
+    ``on_reboot`` and ``on_clear`` after a Reboot and a multi-turn Clear; ``on_read`` and
+    ``after_packets`` as in :mod:`na_sim.pty_bus`.
     """
 
     RETURN_DELAY_UNIT_S = xm430.RETURN_DELAY_UNIT_S
@@ -72,9 +73,10 @@ class DxlBusEmulator(PtyBus[p2.Packet, ServoRegisters]):
     def __init__(self, servos: Sequence[ServoRegisters], *, baud_rate: int = 1_000_000, wire_time: bool = False,
                  faults: DxlFaults | DxlFaultInjector | None = None, on_write: WriteHook | None = None,
                  on_reboot: ServoHook | None = None, on_clear: ServoHook | None = None,
-                 on_read: ServoHook | None = None, answer_crc_errors: bool = True) -> None:
+                 on_read: ServoHook | None = None, after_packets: Callable[[], None] | None = None,
+                 answer_crc_errors: bool = True) -> None:
         super().__init__(p2.PacketParser(), servos, baud_rate=baud_rate, wire_time=wire_time, faults=faults,
-                         on_read=on_read, on_write=on_write, name="dxl-bus")
+                         on_read=on_read, on_write=on_write, after_packets=after_packets, name="dxl-bus")
         self.on_reboot = on_reboot
         self.on_clear = on_clear
         self.answer_crc_errors = answer_crc_errors
@@ -305,13 +307,15 @@ class DxlBusEmulator(PtyBus[p2.Packet, ServoRegisters]):
         running = any(s.watchdog_deadline() is not None for s in self.servos)
         return min(timeout, _WATCHDOG_POLL_S) if running else timeout
 
-    def _between_packets(self) -> None:
-        """Runs every servo's Bus Watchdog while the line is between packets."""
-        now = time.monotonic()
+    def _between_packets(self) -> bool:
+        """Runs every servo's Bus Watchdog while the line is between packets; True when one expired."""
+        now, expired = time.monotonic(), False
         for servo in self.servos:
             if servo.check_watchdog(now):
                 self.stats["watchdog_expired"] += 1
                 LOG.info("servo %d: Bus Watchdog expired, holding", servo.servo_id)
+                expired = True
+        return expired
 
     def _read_registers(self, servo: ServoRegisters, address: int, length: int) -> bytes:
         """The servo's clock into Realtime Tick first, then what every bus does for a read."""

@@ -13,7 +13,10 @@ Hooks for the rest of the simulation, all run in the bus thread; an exception fr
 in ``stats["hook_errors"]`` and logged, and the bus goes on serving:
 
 * ``on_read(servo)``: under the servo's lock right before a read of its registers is served;
-* ``on_write(servo, address, data)``: after the servo executed a write (the subclass calls it).
+* ``on_write(servo, address, data)``: after the servo executed a write (the subclass calls it);
+* ``after_packets()``: after a batch of received packets was handled, after a resync, and after
+  ``_between_packets`` changed a servo (a Bus Watchdog expired): whenever the bus may have changed
+  the servo tables.
 """
 
 from __future__ import annotations
@@ -100,7 +103,8 @@ class PtyBus(Generic[PacketT, ServoT]):
     def __init__(self, parser: PacketStream[PacketT], servos: Sequence[ServoT], *, baud_rate: int = 1_000_000,
                  wire_time: bool = False, faults: DxlFaults | DxlFaultInjector | None = None,
                  on_read: Callable[[ServoT], None] | None = None,
-                 on_write: Callable[[ServoT, int, bytes], None] | None = None, name: str = "servo-bus") -> None:
+                 on_write: Callable[[ServoT, int, bytes], None] | None = None,
+                 after_packets: Callable[[], None] | None = None, name: str = "servo-bus") -> None:
         if not servos:
             raise ValueError("a bus needs at least one servo")
         if baud_rate <= 0:
@@ -111,6 +115,7 @@ class PtyBus(Generic[PacketT, ServoT]):
         self.injector = faults if isinstance(faults, DxlFaultInjector) else DxlFaultInjector(faults)
         self.on_read = on_read
         self.on_write = on_write
+        self.after_packets = after_packets
         self.stats: Counter = Counter()
         self._parser = parser
         self._name = name
@@ -176,9 +181,10 @@ class PtyBus(Generic[PacketT, ServoT]):
         while the subclass has timed work between packets."""
         return timeout
 
-    def _between_packets(self) -> None:
+    def _between_packets(self) -> bool:
         """Called whenever the bus thread is not inside a packet: after each batch of received bytes was
-        handled and when the line stayed silent for a poll."""
+        handled and when the line stayed silent for a poll. Returns True when it changed a servo table."""
+        return False
 
     def _instruction_received(self, byte_count: int) -> None:
         """An instruction packet of ``byte_count`` bytes arrived: with wire time its last byte arrived this
@@ -242,10 +248,13 @@ class PtyBus(Generic[PacketT, ServoT]):
             if not ready:
                 # Only a line that is really silent counts as idle: when this thread was late (a loaded
                 # host), packets that arrived meanwhile are in the pty and are handled first.
-                self._between_packets()
+                changed = self._between_packets()
                 if self._parser.pending and time.monotonic() - last_byte_at > PARTIAL_PACKET_TIMEOUT_S:
                     self.stats["resyncs"] += 1
                     self._handle_all(self._parser.resync())
+                    changed = True
+                if changed:
+                    self._call_hook("after_packets", self.after_packets)
                 continue
             try:
                 data = os.read(self._master_fd, 4096)
@@ -256,8 +265,11 @@ class PtyBus(Generic[PacketT, ServoT]):
             last_byte_at = time.monotonic()
             self._bus_free_at = max(self._bus_free_at, time.perf_counter())
             self.stats["bytes_received"] += len(data)
-            self._handle_all(self._parser.feed(data))
-            self._between_packets()
+            packets = self._parser.feed(data)
+            self._handle_all(packets)
+            changed = self._between_packets()
+            if packets or changed:
+                self._call_hook("after_packets", self.after_packets)
 
     def _handle_all(self, packets: Sequence[PacketT]) -> None:
         for index, packet in enumerate(packets):

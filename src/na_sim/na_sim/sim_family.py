@@ -47,9 +47,13 @@ class SimFamily:
     def power_up(self, registers: Any) -> None:
         self._power_up(registers)
 
-    def make_bus(self, registers: Any, *, baud_rate: int, wire_time: bool, faults: Any) -> Any:
-        """The pty bus emulator of this family serving ``registers`` (XM430: Protocol 2.0, STS3215: Protocol 0)."""
-        return self._bus(registers, baud_rate=baud_rate, wire_time=wire_time, faults=faults)
+    def make_bus(self, registers: Any, *, baud_rate: int, wire_time: bool, faults: Any,
+                 on_read: Callable[[Any], None] | None = None,
+                 after_packets: Callable[[], None] | None = None) -> Any:
+        """The pty bus emulator of this family serving ``registers`` (XM430: Protocol 2.0, STS3215: Protocol 0);
+        ``on_read`` and ``after_packets`` are the bus hooks of :mod:`na_sim.pty_bus`."""
+        return self._bus(registers, baud_rate=baud_rate, wire_time=wire_time, faults=faults, on_read=on_read,
+                         after_packets=after_packets)
 
 
 def _xm430_goal(registers: Any, pulses: int) -> int:

@@ -48,6 +48,7 @@ from na_sim.pty_bus import PtyBus
 from na_sim.sts_registers import StsServoRegisters
 
 WriteHook = Callable[[StsServoRegisters, int, bytes], None]
+ServoHook = Callable[[StsServoRegisters], None]
 
 _ALWAYS_ANSWERED = {p0.PING, p0.READ, p0.SYNC_READ}
 
@@ -56,16 +57,19 @@ class StsBusEmulator(PtyBus[p0.Packet, StsServoRegisters]):
     """Serves a list of :class:`StsServoRegisters` on one pty; ``start()``/``stop()`` run its thread.
 
     ``on_write(registers, address, data)`` is called after every write a servo executed (Write,
-    Action of a Reg Write, Sync Write) so the physics can react, e.g. to Torque Enable.
+    Action of a Reg Write, Sync Write) so the physics can react, e.g. to Torque Enable;
+    ``on_read(registers)`` before every Read and each servo's part of a Sync Read, and
+    ``after_packets`` as in :mod:`na_sim.pty_bus`.
     """
 
     RETURN_DELAY_UNIT_S = sts3215.RETURN_DELAY_UNIT_S
     HOLDS_LATE_REPLIES = False      # a late reply goes out after its delay, the bus thread waiting for it
 
     def __init__(self, servos: Sequence[StsServoRegisters], *, baud_rate: int = 1_000_000, wire_time: bool = False,
-                 faults: DxlFaults | DxlFaultInjector | None = None, on_write: WriteHook | None = None) -> None:
+                 faults: DxlFaults | DxlFaultInjector | None = None, on_write: WriteHook | None = None,
+                 on_read: ServoHook | None = None, after_packets: Callable[[], None] | None = None) -> None:
         super().__init__(p0.PacketParser(), servos, baud_rate=baud_rate, wire_time=wire_time, faults=faults,
-                         on_write=on_write, name="sts-bus")
+                         on_read=on_read, on_write=on_write, after_packets=after_packets, name="sts-bus")
         self._registered: dict[int, tuple[int, bytes]] = {}   # id(servo) -> pending Reg Write
 
     # ---- dispatch ------------------------------------------------------------------------------
@@ -101,7 +105,7 @@ class StsBusEmulator(PtyBus[p0.Packet, StsServoRegisters]):
             return
         address, length = packet.params
         for servo in self._servos_with_id(packet.servo_id):
-            self._reply(servo, packet.servo_id, p0.READ, servo.read(address, length))
+            self._reply(servo, packet.servo_id, p0.READ, self._read_registers(servo, address, length))
 
     def _write(self, packet: p0.Packet) -> None:
         if len(packet.params) < 2:
@@ -135,7 +139,7 @@ class StsBusEmulator(PtyBus[p0.Packet, StsServoRegisters]):
         address, length = packet.params[0], packet.params[1]
         for servo_id in packet.params[2:]:
             for servo in self._servos_with_id(servo_id):
-                self._reply(servo, servo_id, p0.SYNC_READ, servo.read(address, length))
+                self._reply(servo, servo_id, p0.SYNC_READ, self._read_registers(servo, address, length))
 
     def _sync_write(self, packet: p0.Packet) -> None:
         if len(packet.params) < 2:

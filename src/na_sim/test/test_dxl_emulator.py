@@ -29,6 +29,7 @@ from dynamixel_sdk import (
 
 from na_description import xm430
 from na_sim import protocol2 as p2
+from na_sim.dxl_emulator import DxlBusEmulator
 from na_sim.faults import DxlFaults
 from na_sim.servo_registers import (
     ACCESS_ERROR,
@@ -40,6 +41,7 @@ from na_sim.servo_registers import (
     RESULT_FAIL,
     ServoRegisters,
 )
+from na_sim.sim_family import FAMILIES
 
 REG = xm430.REGISTERS
 
@@ -459,6 +461,47 @@ def test_on_read_hook_moves_the_registers_on_every_read(sdk_bus):
         position = xm430.decode_value(REG["present_position"], bytes(group.data_dict[servo_id])[8:12])
         assert (servo_id, position) in served
     assert [r.position for r in truth.records if r.servo_id == 11] == [first, second, first + 2]
+
+
+def test_after_packets_hook_runs_when_the_bus_changed_the_tables(sdk_bus, wait_for):
+    """After each batch of packets and after a Bus Watchdog expired on a silent line; not on every idle poll."""
+    servo = ServoRegisters(11)
+    seen: list[tuple[int, int]] = []          # (goal position, bus watchdog) as the hook found them
+    bus = sdk_bus(servos=[servo], after_packets=lambda: seen.append((servo.get("goal_position"),
+                                                                     servo.get("bus_watchdog"))))
+    assert _write(bus, 11, "goal_position", 3000) == (COMM_SUCCESS, 0)
+    assert wait_for(lambda: (3000, 0) in seen, 2.0)
+    _torque_on_with_watchdog(bus, 11, 5)                           # 0.1 s, then no more traffic
+    assert wait_for(lambda: seen[-1][1] == xm430.BUS_WATCHDOG_EXPIRED, 5.0)
+    calls = len(seen)
+    time.sleep(0.2)                                                # a silent line changes nothing
+    assert len(seen) == calls
+    assert bus.emulator.stats["hook_errors"] == 0
+
+
+def test_failing_hooks_are_counted_and_the_bus_still_answers(sdk_bus, wait_for):
+    def broken(*_: object) -> None:
+        raise RuntimeError("hook bug")
+
+    bus = sdk_bus(ids=(11,), on_read=broken, after_packets=broken)
+    bus.servo(11).set("present_position", 1234)
+    assert _read(bus, 11, "present_position") == 1234               # on_read failed, the read is served
+    assert wait_for(lambda: bus.emulator.stats["hook_errors"] == 2, 2.0)     # ... and after_packets
+    assert _write(bus, 11, "goal_position", 2000) == (COMM_SUCCESS, 0)
+    assert _read(bus, 11, "goal_position") == 2000
+    assert bus.emulator.stats["internal_errors"] == 0
+
+
+def test_the_family_bus_takes_the_hooks():
+    def on_read(servo: ServoRegisters) -> None:
+        pass
+
+    def after_packets() -> None:
+        pass
+
+    bus = FAMILIES["xm430"].make_bus([ServoRegisters(11)], baud_rate=1_000_000, wire_time=False, faults=None,
+                                     on_read=on_read, after_packets=after_packets)
+    assert isinstance(bus, DxlBusEmulator) and (bus.on_read, bus.after_packets) == (on_read, after_packets)
 
 
 def _torque_on_with_watchdog(bus, servo_id: int, units: int) -> None:

@@ -23,6 +23,7 @@ import serial
 from na_description import sts3215
 from na_sim import protocol0 as p0
 from na_sim.faults import DxlFaults
+from na_sim.sim_family import FAMILIES
 from na_sim.sts_emulator import StsBusEmulator
 from na_sim.sts_registers import StsServoRegisters
 
@@ -235,6 +236,61 @@ def test_sdk_reg_write_takes_effect_on_action(sts_bus):
     for servo_id in (1, 2):
         assert read_ok(bus, servo_id, "goal_position") == 0x0C00
         assert read_ok(bus, servo_id, "async_write_flag") == 0
+
+
+def test_on_read_runs_under_the_lock_before_every_read_and_each_sync_read_reply(sts_bus):
+    reads: list[int] = []
+
+    def count_reads(servo: StsServoRegisters) -> None:       # every read sees its own present position
+        reads.append(servo.servo_id)
+        servo.set("present_position", reads.count(servo.servo_id))
+
+    bus = sts_bus(ids=(1, 2), on_read=count_reads)
+    assert [read_ok(bus, 1, "present_position") for _ in range(2)] == [1, 2]
+    group = scs.GroupSyncRead(bus.port, bus.ph, REG["present_position"].address, 2)
+    for servo_id in (1, 2):
+        assert group.addParam(servo_id)
+    assert group.txRxPacket() == scs.COMM_SUCCESS
+    assert (group.getData(1, 56, 2), group.getData(2, 56, 2)) == (3, 1)
+    assert reads == [1, 1, 1, 2]
+    write_ok(bus, 1, "goal_position", 1000)                  # a write is no read
+    assert reads == [1, 1, 1, 2]
+
+
+def test_after_packets_runs_after_each_batch_of_packets(sts_bus):
+    seen: list[int] = []                                     # servo 1's goal position as the hook found it
+    bus = sts_bus(ids=(1,), after_packets=lambda: seen.append(bus.servo(1).get("goal_position")))
+    write_ok(bus, 1, "goal_position", 3000)
+    assert eventually(lambda: seen[-1:] == [3000])
+    calls = len(seen)
+    time.sleep(0.2)                                          # a silent line changes nothing: no calls
+    assert len(seen) == calls
+    assert bus.emulator.stats["hook_errors"] == 0
+
+
+def test_failing_hooks_are_counted_and_the_bus_still_answers(sts_bus):
+    def broken(*_: object) -> None:
+        raise RuntimeError("hook bug")
+
+    bus = sts_bus(ids=(1,), on_read=broken, after_packets=broken)
+    bus.servo(1).set("present_position", 1234)
+    assert read_ok(bus, 1, "present_position") == 1234      # on_read failed, the read is served
+    assert eventually(lambda: bus.emulator.stats["hook_errors"] == 2)       # ... and after_packets
+    write_ok(bus, 1, "goal_position", 2000)
+    assert read_ok(bus, 1, "goal_position") == 2000
+    assert bus.emulator.stats["internal_errors"] == 0
+
+
+def test_the_family_bus_takes_the_hooks():
+    def on_read(servo: StsServoRegisters) -> None:
+        pass
+
+    def after_packets() -> None:
+        pass
+
+    bus = FAMILIES["sts3215"].make_bus([StsServoRegisters(1)], baud_rate=BAUD, wire_time=False, faults=None,
+                                       on_read=on_read, after_packets=after_packets)
+    assert isinstance(bus, StsBusEmulator) and (bus.on_read, bus.after_packets) == (on_read, after_packets)
 
 
 def test_status_bits_travel_in_every_err_byte(sts_bus):
