@@ -29,7 +29,8 @@ import time
 import tty
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import ClassVar, Generic, Protocol, Self, TypeVar
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from na_sim.faults import DxlFaultInjector, DxlFaults
 
@@ -66,7 +67,8 @@ class Packet(Protocol):
 class ServoTable(Protocol):
     """What the bus needs of one servo's emulated control table."""
 
-    lock: threading.RLock
+    @property
+    def lock(self) -> AbstractContextManager[Any]: ...     # a threading.RLock shared with the physics
 
     def get(self, name: str) -> int: ...
 
