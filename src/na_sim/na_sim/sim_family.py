@@ -49,11 +49,13 @@ class SimFamily:
 
     def make_bus(self, registers: Any, *, baud_rate: int, wire_time: bool, faults: Any,
                  on_read: Callable[[Any], None] | None = None,
-                 after_packets: Callable[[], None] | None = None) -> Any:
+                 after_packets: Callable[[], None] | None = None,
+                 on_reboot: Callable[[Any], None] | None = None) -> Any:
         """The pty bus emulator of this family serving ``registers`` (XM430: Protocol 2.0, STS3215: Protocol 0);
-        ``on_read`` and ``after_packets`` are the bus hooks of :mod:`na_sim.pty_bus`."""
+        ``on_read`` and ``after_packets`` are the bus hooks of :mod:`na_sim.pty_bus`; ``on_reboot`` runs after a
+        Reboot instruction (Protocol 0 has none: never called on an STS3215 bus)."""
         return self._bus(registers, baud_rate=baud_rate, wire_time=wire_time, faults=faults, on_read=on_read,
-                         after_packets=after_packets)
+                         after_packets=after_packets, on_reboot=on_reboot)
 
 
 def _xm430_goal(registers: Any, pulses: int) -> int:
@@ -78,9 +80,10 @@ def _xm430_bus(registers: Any, **options: Any) -> Any:
     return DxlBusEmulator(registers, **options)
 
 
-def _sts3215_bus(registers: Any, **options: Any) -> Any:
+def _sts3215_bus(registers: Any, *, on_reboot: Callable[[Any], None] | None = None, **options: Any) -> Any:
     from na_sim.sts_emulator import StsBusEmulator
 
+    del on_reboot                       # Protocol 0 has no Reboot instruction
     return StsBusEmulator(registers, **options)
 
 
