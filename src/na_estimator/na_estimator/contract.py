@@ -21,8 +21,10 @@ METADATA_KEYS = ("schema_version", "feature_names", "feature_units", "feature_me
                  "joint_names", "effort_bounds", "training_config", "dataset_id", "robot", "parameter_count",
                  "checkpoint_step", "outputs")
 # Written by the exporter's variant choice (optional for the estimator): which inference variant this file is
-# (fp32, int8-dynamic, int8-static), every candidate's check against JAX and timing, the graph passes applied.
-VARIANT_KEYS = ("inference_variant", "variant_checks", "graph_passes")
+# (fp32, int8-dynamic, int8-static, int8-mixed), every candidate's check against JAX and timing on the exporting
+# machine, the graph passes applied, and (the package's main file only) the other accepted variants' files
+# (na_estimator.model_package).
+VARIANT_KEYS = ("inference_variant", "variant_checks", "graph_passes", "variant_files")
 REQUIRED_KEYS = ("schema_version", "feature_names", "feature_mean", "history_length", "joint_names",
                  "effort_bounds")
 

@@ -32,7 +32,9 @@ from na_description import SpecError, load_spec
 from na_description.model import Kinematics
 from na_description.spec import DEFAULT_ROBOT
 from na_estimator.estimator_core import ArmInput, Estimate, EstimatorCore, LatencyStats
+from na_estimator.model_loader import load_model
 from na_estimator.onnx_model import DEFAULT_PROVIDERS, ModelLoadError, OnnxActuatorModel
+from na_estimator.variant_choice import AUTO, VariantChoice
 from na_msgs.msg import ActuatorEstimate, ArmState, Contact, JointCommand, MotorCondition
 
 MARKER_SCALE_M_PER_N = 0.02   # arrow length per newton in RViz
@@ -42,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "robot": DEFAULT_ROBOT,
     "providers": list(DEFAULT_PROVIDERS),
     "intra_op_threads": 1,
+    "inference_variant": AUTO,
     "arm_state_topic": topics.FOLLOWER_ARM_STATE,
     "command_topic": topics.FOLLOWER_COMMAND,
     "stale_timeout": 0.1,
@@ -63,6 +66,10 @@ DESCRIPTIONS = {
              "a model trained for another robot is refused",
     "providers": "ONNX Runtime execution providers in order of preference; falls back to CPU",
     "intra_op_threads": "ONNX Runtime intra-op threads",
+    "inference_variant": "which inference variant of the model package to run: auto (the fastest on this machine: "
+                         "timed at start-up in about a second, or the choice cached for this CPU, model and ONNX "
+                         "Runtime in $XDG_CACHE_HOME/neuralactuator) or a variant name (fp32, int8-dynamic, "
+                         "int8-static, int8-mixed) to force it",
     "arm_state_topic": "follower ArmState input",
     "command_topic": "follower JointCommand input (goal features)",
     "stale_timeout": "s; an ArmState older than this on arrival is not estimated on",
@@ -87,6 +94,7 @@ class EstimatorNode(Node):
         super().__init__("estimator", **node_kwargs)
         p = declare_and_read(self, DEFAULTS, DESCRIPTIONS)
         self.model_path, self.providers, self.threads = p["model_path"], p["providers"], p["intra_op_threads"]
+        self.variant_request = p["inference_variant"]
         self.frame_id, self.publish_marker = p["frame_id"], p["publish_marker"]
         self.publish_split = p["publish_split_topics"]
         if p["executor"] not in EXECUTORS:
@@ -103,12 +111,12 @@ class EstimatorNode(Node):
         except SpecError as exc:
             raise ParameterError(f"robot: {exc}") from None
         self._kinematics = Kinematics(self.spec)
-        model = self._load_model(self.model_path)
+        model, self.choice = self._load_model(self.model_path)
         self.core = EstimatorCore(model, self.spec, stale_timeout=p["stale_timeout"],
                                   future_tolerance=p["future_tolerance"],
                                   command_timeout=p["command_timeout"], max_gap=p["max_gap"],
                                   contact_on=p["contact_threshold_on"], contact_off=p["contact_threshold_off"])
-        self.get_logger().info(f"loaded {self.model_path} ({model.variant}): {model.provider.describe()}")
+        self.get_logger().info(f"loaded {self.model_path}: {self.choice.describe()}; {model.provider.describe()}")
         # Of the estimated-on states: stamp -> callback (transport and executor), callback -> estimate published.
         self.arrival, self.handling = LatencyStats(), LatencyStats()
         self._estimate_msg = ActuatorEstimate(name=self.spec.joint_names)
@@ -127,10 +135,11 @@ class EstimatorNode(Node):
         self.create_service(Trigger, "~/reload", self._on_reload)
         self.create_timer(p["diagnostics_period"], self._publish_diagnostics)
 
-    def _load_model(self, path: str) -> OnnxActuatorModel:
+    def _load_model(self, path: str) -> tuple[OnnxActuatorModel, VariantChoice]:
         if not path:
             raise ModelLoadError("parameter model_path is empty: give the ONNX model from `na-train export`")
-        return OnnxActuatorModel(path, self.spec, providers=list(self.providers), intra_op_threads=self.threads)
+        return load_model(path, self.spec, variant=self.variant_request, providers=list(self.providers),
+                          intra_op_threads=self.threads, warn=self.get_logger().warning)
 
     def _on_command(self, msg: JointCommand) -> None:
         self.core.on_command(stamp_seconds(msg.header.stamp), np.asarray(msg.position), list(msg.name),
@@ -199,15 +208,16 @@ class EstimatorNode(Node):
 
     def _on_reload(self, _request, response):
         path = self.get_parameter("model_path").value
+        self.variant_request = self.get_parameter("inference_variant").value
         try:
-            model = self._load_model(path)
+            model, choice = self._load_model(path)
         except ModelLoadError as exc:
             self.get_logger().error(str(exc))
             response.success, response.message = False, f"kept the previous model; could not load {path}: {exc}"
             return response
         self.core.set_model(model)
-        self.model_path = path
-        response.success, response.message = True, f"loaded {path} ({model.variant}): {model.provider.describe()}"
+        self.model_path, self.choice = path, choice
+        response.success, response.message = True, f"loaded {path}: {choice.describe()}; {model.provider.describe()}"
         self.get_logger().info(response.message)
         return response
 
@@ -230,7 +240,8 @@ class EstimatorNode(Node):
     def _diagnostics(self) -> None:
         core = self.core
         values = {"model": self.model_path, "dataset_id": core.model.contract.dataset_id,
-                  "variant": core.model.variant, "provider": core.model.provider.in_use,
+                  "variant": core.model.variant, "variant_choice": self.choice.describe(),
+                  "provider": core.model.provider.in_use,
                   "latency_p50_ms": core.latency.percentile(50) * 1e3,
                   "latency_p99_ms": core.latency.percentile(99) * 1e3,
                   "arrival_p50_ms": self.arrival.percentile(50) * 1e3,

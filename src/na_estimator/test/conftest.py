@@ -86,3 +86,25 @@ def contract_model(tmp_path: Path) -> Path:
 def model_builder(tmp_path: Path):
     """Build variants: ``model_builder(name, **kwargs)``."""
     return lambda name, **kwargs: build_contract_model(tmp_path / name, **kwargs)
+
+
+def build_package(directory: Path, variants: tuple[str, ...] = ("fp32", "int8-dynamic", "int8-static")) -> Path:
+    """A model package as ``na-train export`` writes it: ``model.onnx`` is ``variants[0]``, the others sit beside
+    it and are named with their sha256 in its ``variant_files`` (here all are fp32 graphs with other seeds)."""
+    from na_estimator.model_package import file_sha256, sibling_name
+
+    main = directory / "model.onnx"
+    listed = {}
+    for seed, name in enumerate(variants[1:], start=1):
+        path = build_contract_model(directory / sibling_name(main, name), seed=seed,
+                                    metadata_overrides={"inference_variant": name, "variant_files": "{}"})
+        listed[name] = {"file": path.name, "sha256": file_sha256(path)}
+    return build_contract_model(main, metadata_overrides={"inference_variant": variants[0],
+                                                          "variant_files": json.dumps(listed)})
+
+
+@pytest.fixture
+def model_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A three-variant package; the user cache directory of the variant choice is private to the test."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return build_package(tmp_path)

@@ -291,7 +291,7 @@ def test_the_executable_serves_on_each_executor_and_stops_cleanly(ros_graph, con
 
 @pytest.mark.node
 @pytest.mark.parametrize(("parameter", "value"), [("executor", "fast"), ("input_reliability", "sometimes"),
-                                                  ("future_tolerance", "-1.0")])
+                                                  ("future_tolerance", "-1.0"), ("inference_variant", "int8-mixed")])
 def test_a_bad_choice_exits_2_naming_it(contract_model, parameter, value) -> None:
     import subprocess
 
@@ -344,3 +344,26 @@ def test_a_model_of_another_robot_stops_the_executable_naming_both(model_builder
     fatal = [line for line in result.stderr.splitlines() if "FATAL" in line]
     assert len(fatal) == 1 and "trained for robot 'open_manipulator_x', this arm is 'so101'" in fatal[0], \
         result.stderr
+
+
+@pytest.mark.node
+@pytest.mark.parametrize("requested", ["auto", "int8-static"])
+def test_the_estimator_runs_the_variant_chosen_here_and_names_it_on_diagnostics(ros_graph, model_package,
+                                                                                requested) -> None:
+    """A model package: ``auto`` (the default) times the variants at start-up, a name forces one; /diagnostics
+    names the variant in use and why."""
+    params = {"diagnostics_period": 0.2} if requested == "auto" else {"diagnostics_period": 0.2,
+                                                                      "inference_variant": requested}
+    peer = Peer(ros_graph, model_package, **params)
+    choice = peer.estimator.choice
+    assert choice.how == ("timed" if requested == "auto" else "forced")
+    assert peer.estimator.core.model.variant == choice.variant
+    if requested != "auto":
+        assert choice.variant == requested
+
+    def values() -> dict[str, str]:
+        statuses = [s for d in peer.diagnostics for s in d.status if s.name.startswith("estimator")]
+        return {v.key: v.value for v in statuses[-1].values} if statuses else {}
+
+    assert ros_graph.wait_for(lambda: "variant" in values(), 10.0, ros_graph.spin)
+    assert values()["variant"] == choice.variant and values()["variant_choice"] == choice.describe()

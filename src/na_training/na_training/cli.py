@@ -224,13 +224,18 @@ def build_parser() -> argparse.ArgumentParser:
                             description="Export the EMA weights of a run directory to ONNX with the normalisation "
                                         "inside the graph, check ONNX Runtime against JAX (max |diff| <= 1e-4) on "
                                         "random and, with --nad, real windows. With --nad, int8 variants are "
-                                        "checked too and the fastest one within 0.01 N of JAX is written.")
+                                        "checked too; every variant within 0.01 N of JAX is kept as one package: "
+                                        "the fastest on this machine as OUT, the others beside it "
+                                        "(OUT_STEM.<variant>.onnx, named in OUT's metadata), and the estimator "
+                                        "picks among them on the machine it runs on.")
     export.add_argument("run", metavar="RUN", help="run directory written by 'na-train fit'")
-    export.add_argument("--out", required=True, help="output .onnx path")
+    export.add_argument("--out", required=True, help="output .onnx path (the package's main file)")
     export.add_argument("--variants", default="fp32,int8-dynamic,int8-static",
-                        help="inference variants to choose from (default: all; 'fp32' writes fp32)")
+                        help="inference variants to try, from fp32,int8-dynamic,int8-static,int8-mixed (default "
+                             "fp32,int8-dynamic,int8-static; int8-mixed adds a per-layer search; 'fp32' alone "
+                             "writes fp32 only)")
     export.add_argument("--keep-variants", "--int8", action="store_true",
-                        help="also write every checked variant beside OUT (OUT.<variant>.onnx)")
+                        help="also write the variants that failed the checks beside OUT (not in the package)")
     export.add_argument("--nad", help="NAD dataset for real check windows")
     export.add_argument("--split", default="test", choices=("train", "val", "test"), help="split for --nad")
     export.add_argument("--check-windows", type=int, default=64, help="real windows per episode (default 64)")

@@ -10,10 +10,12 @@ jax2onnx (native LayerNormalization and Gelu), its input/outputs are given the c
 Inference variants: the fp32 graph, and -- when real windows are given to check them on -- dynamic int8
 (weights int8 per channel, activations quantised at run time), static int8 (QDQ, activation ranges
 calibrated on NAD windows) and mixed int8 (dynamic int8 for the layers whose error, measured one by one on the
-calibration windows, fits the budget; the rest fp32). Each is checked against the fp32 JAX model; the exporter
-writes the fastest one (batch-1 latency on one thread, measured here) whose force is within
-:data:`FORCE_TOLERANCE_N` and whose contact probability is within :data:`CONTACT_TOLERANCE` of JAX on every
-real window, and records the choice and every candidate's figures in the metadata.
+calibration windows, fits the budget; the rest fp32). Each is checked against the fp32 JAX model and timed
+here (batch 1, one thread). Every variant whose force is within :data:`FORCE_TOLERANCE_N` and whose contact
+probability is within :data:`CONTACT_TOLERANCE` of JAX on every real window is kept, as one model package
+(na_estimator.model_package): the fastest here is ``out`` itself, the others sit beside it and are named in its
+metadata, and the estimator picks among them on the machine it runs on (which int8 kernels win depends on the
+CPU). Every candidate's figures on this machine are recorded in the metadata (``variant_checks``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ from typing import Any
 import numpy as np
 import onnx
 
+from na_common.machine import cpu_info
 from na_estimator.contract import INPUT_NAME, METADATA_KEYS, OUTPUT_NAMES, VARIANT_KEYS
 from na_estimator.features import FEATURE_UNITS, SCHEMA_VERSION, history_windows
+from na_estimator.model_package import VARIANT_FILES_KEY, file_sha256, sibling_name
 from na_training.export_graph import FP32_PASSES, MATMUL_PASSES, PassReport, gemm_to_matmul, optimise, prune
 from na_training.model import NeuralActuator, jit_forward
 
@@ -303,17 +307,22 @@ class ExportReport:
     checks: list[VariantCheck] = field(default_factory=list)
     graph_passes: str = ""
     real_windows: int = 0
-    kept: dict[str, Path] = field(default_factory=dict)
+    kept: dict[str, Path] = field(default_factory=dict)     # every file written, by variant
 
     def lines(self) -> list[str]:
         worst = max(self.max_abs_diff.values()) if self.max_abs_diff else float("nan")
-        text = [f"wrote {self.path} ({self.variant}) in {self.export_seconds:.1f} s; fp32 ONNX Runtime vs JAX max "
-                f"|diff| {worst:.2e} (limit {FP32_TOLERANCE:g}); graph passes: {self.graph_passes}"]
+        text = [f"wrote {self.path} ({self.variant}, the fastest here) in {self.export_seconds:.1f} s; fp32 ONNX "
+                f"Runtime vs JAX max |diff| {worst:.2e} (limit {FP32_TOLERANCE:g}); graph passes: {self.graph_passes}"]
         if self.checks:
-            text.append(f"variants (force limit {FORCE_TOLERANCE_N:g} N, contact limit {CONTACT_TOLERANCE:g} on "
-                        f"{self.real_windows} real windows; the fastest that passes is written):")
+            text.append(f"variants timed on {cpu_info().describe()} (force limit {FORCE_TOLERANCE_N:g} N, contact "
+                        f"limit {CONTACT_TOLERANCE:g} on {self.real_windows} real windows):")
             text += [check.line() for check in self.checks]
-        text += [f"kept {name} variant: {path}" for name, path in self.kept.items()]
+        passed = {c.name for c in self.checks if c.passed}
+        siblings = [p.name for n, p in self.kept.items() if n in passed and p != self.path]
+        if siblings:
+            text.append(f"package: {self.path.name} and {', '.join(siblings)} beside it (every variant that passed; "
+                        "the estimator picks the fastest on its own machine, parameter inference_variant)")
+        text += [f"also written, failed the checks: {p}" for n, p in self.kept.items() if n not in passed]
         return text
 
 
@@ -333,13 +342,15 @@ def export_model(model: NeuralActuator, description: Mapping[str, Any], out: str
                  check_windows: np.ndarray | None = None, *, calibration_windows: np.ndarray | None = None,
                  variants: Sequence[str] = VARIANTS, keep_variants: bool = False, seed: int = 0,
                  force_labels: np.ndarray | None = None) -> ExportReport:
-    """Write ``out``: the fastest inference variant that matches JAX, with the model contract in its metadata.
+    """Write the model package ``out``: every inference variant that matches JAX, the fastest here as ``out``
+    and the others beside it (``OUT_STEM.<variant>.onnx``, named in ``out``'s metadata), each with the model
+    contract in its metadata.
 
     The fp32 graph must match JAX within :data:`FP32_TOLERANCE` on random and the given real ``check_windows``
     or the export fails. The int8 variants are candidates only with real windows (``check_windows``); the
     static one is calibrated on ``calibration_windows`` (default: the check windows). ``keep_variants`` also
-    writes every candidate beside ``out`` (``OUT.<variant>.onnx``). ``force_labels`` is accepted for callers of
-    the earlier interface and not used."""
+    writes the candidates that failed the checks beside ``out`` (not named in its metadata). ``force_labels`` is
+    accepted for callers of the earlier interface and not used."""
     del force_labels
     out = Path(out)
     unknown = [v for v in variants if v not in VARIANTS]
@@ -415,18 +426,34 @@ def export_model(model: NeuralActuator, description: Mapping[str, Any], out: str
             checks[0].note = (checks[0].note + "; " if checks[0].note else "") + \
                 "int8-mixed: no layer stays within the budget in int8"
         chosen = min((c for c in checks if c.passed), key=lambda c: c.p50_ms)
-        record = {"inference_variant": chosen.name, "variant_checks": json.dumps([c.to_dict() for c in checks]),
-                  "graph_passes": passes.describe()}
-        assert set(record) == set(VARIANT_KEYS)
-        kept: dict[str, Path] = {}
-        for check in checks:
-            variant = onnx.load(str(paths[check.name]))
-            set_metadata(variant, {**record, "inference_variant": check.name})
-            if check is chosen:
-                onnx.save(variant, str(out))
-            if keep_variants:
-                kept[check.name] = out.with_name(f"{out.stem}.{check.name}.onnx")
-                onnx.save(variant, str(kept[check.name]))
+        record = {"variant_checks": json.dumps([c.to_dict() for c in checks]), "graph_passes": passes.describe()}
+        kept = write_package(out, chosen.name, {c.name: paths[c.name] for c in checks if c.passed}, record,
+                             {c.name: paths[c.name] for c in checks if not c.passed} if keep_variants else {})
     elapsed = time.perf_counter() - start
     return ExportReport(out, elapsed, fp32_diff, chosen.name, checks, passes.describe(),
                         len(windows) - RANDOM_CHECK_WINDOWS if has_real else 0, kept)
+
+
+def write_package(out: Path, default: str, accepted: Mapping[str, Path], record: Mapping[str, str],
+                  rejected: Mapping[str, Path]) -> dict[str, Path]:
+    """The model package (na_estimator.model_package): ``default`` as ``out``, the other ``accepted`` variants
+    beside it, named in ``out``'s ``variant_files`` with their sha256; ``rejected`` ones written beside it too
+    but not named (for inspection). Returns every file written by variant."""
+    written: dict[str, Path] = {}
+    listed: dict[str, dict[str, str]] = {}
+    for name, source in {**rejected, **accepted}.items():
+        if name == default:
+            continue
+        variant = onnx.load(str(source))
+        set_metadata(variant, {**record, "inference_variant": name, VARIANT_FILES_KEY: "{}"})
+        written[name] = out.with_name(sibling_name(out, name))
+        onnx.save(variant, str(written[name]))
+        if name in accepted:
+            listed[name] = {"file": written[name].name, "sha256": file_sha256(written[name])}
+    main = onnx.load(str(accepted[default]))
+    main_record = {**record, "inference_variant": default, VARIANT_FILES_KEY: json.dumps(listed)}
+    assert set(main_record) == set(VARIANT_KEYS)
+    set_metadata(main, main_record)
+    onnx.save(main, str(out))
+    written[default] = out
+    return written

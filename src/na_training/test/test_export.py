@@ -4,6 +4,7 @@ The tolerances are this test's own (not imported from the exporter): fp32 ONNX R
 on every output; the written variant's force within 0.01 N and contact probability within 0.01 of JAX on the
 real windows (issue: "force output within 0.01 N of fp32 JAX on real NAD windows")."""
 
+import hashlib
 import json
 
 import numpy as np
@@ -118,6 +119,24 @@ def test_the_written_variant_is_the_fastest_that_matches_jax(exported):
             np.max(np.abs(outputs["contact_prob"] - reference["contact_prob"])) <= CONTACT_LIMIT
         assert within or not check["passed"], check
     assert any(report.variant in line for line in report.lines())
+
+
+def test_every_variant_that_passes_is_kept_in_one_package_the_estimator_chooses_from(exported, tmp_path,
+                                                                                      monkeypatch):
+    from na_estimator.model_loader import load_model
+
+    _, _, report, _ = exported
+    listed = json.loads(read_metadata(report.path)["variant_files"])
+    passed = {c.name for c in report.checks if c.passed}
+    assert set(listed) == passed - {report.variant}
+    for name, entry in listed.items():
+        sibling = report.path.parent / entry["file"]
+        assert sibling == report.kept[name] and hashlib.sha256(sibling.read_bytes()).hexdigest() == entry["sha256"]
+        assert read_metadata(sibling)["inference_variant"] == name
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    model, choice = load_model(report.path, load_spec(), providers=["CPUExecutionProvider"])
+    assert model.variant == choice.variant and choice.variant in passed
+    assert choice.how == ("timed" if len(passed) > 1 else "only")
 
 
 def test_a_variant_that_misses_the_limit_is_never_written(trained_like, tmp_path, monkeypatch):
