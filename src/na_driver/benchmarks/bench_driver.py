@@ -39,6 +39,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from na_common.machine import machine_line
 from na_description import load_spec
 from na_driver.arm_config import build_config
 from na_driver.arm_core import ArmDriverCore
@@ -72,15 +73,7 @@ def wire_floor_ms(layout: str, fast: bool) -> float:
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as info:
-            model = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"machine: {model}, {os.cpu_count()} CPUs, load average {load}; Python {platform.python_version()}, "
-            f"{platform.system()} {platform.release()}")
+    return f"machine: {machine_line()}; Python {platform.python_version()}, {platform.system()} {platform.release()}"
 
 
 @dataclass

@@ -20,7 +20,6 @@ nothing is left running (cleanup in ``finally``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -36,6 +35,7 @@ import numpy as np
 
 from na_common import topics
 from na_common.ament import find_executable
+from na_common.machine import machine_line
 
 DEFAULT_ESTIMATOR = find_executable("na_estimator", "estimator")
 ARM_TOPIC = topics.FOLLOWER_ARM_STATE
@@ -547,15 +547,6 @@ def format_report(args, source: str, model_text: str, results: list[Result]) -> 
                      f"{d.get('handling_p99_ms', '?')} ms; inference {d.get('latency_p50_ms', '?')}/"
                      f"{d.get('latency_p99_ms', '?')} ms")
     return "\n".join(lines)
-
-
-def machine_line() -> str:
-    cpu = "unknown CPU"
-    with contextlib.suppress(OSError, StopIteration):
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    return f"{cpu}, {os.cpu_count()} logical CPUs, load average {load} (1/5/15 min)"
 
 
 def build_parser() -> argparse.ArgumentParser:

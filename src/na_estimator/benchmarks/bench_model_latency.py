@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from na_common.machine import machine_line
+
 PAPER_CONFIG = "paper"   # the shipped training config of the paper-sized model
 # One XLA CPU thread, like ONNX Runtime's intra-op 1 (jax is imported lazily, after main() sets it).
 SINGLE_THREAD_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
@@ -176,25 +178,6 @@ def jax_forward(flax_model) -> Callable[[np.ndarray], object]:
 
 
 # ---------------------------------------------------------------- report
-def machine_line() -> str:
-    import onnxruntime
-
-    cpu, flags = "unknown CPU", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    isa = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
-           if f in flags]
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    return (f"{cpu}, {os.cpu_count()} logical CPUs ({' '.join(isa) or 'no AVX2'}), onnxruntime "
-            f"{onnxruntime.__version__}, load average {load} (1/5/15 min)")
-
-
 def format_table(timings: list[Timing], batch_size: int, batch_threads: int, jax: Timing | None) -> str:
     header = (f"{'back end':<24}{'mean ms':>9}{'p50 ms':>9}{'p99 ms':>9}{'Hz (b=1)':>10}"
               f"{f'samples/s b={batch_size}':>17}{f'samples/s b={batch_size}':>17}{'JAX p50 /':>11}{'force |d|':>11}"
@@ -304,6 +287,8 @@ def load_network(args, out_dir: Path):
 
 
 def run(args: argparse.Namespace) -> str:
+    import onnxruntime
+
     from na_estimator.onnx_model import OnnxActuatorModel
 
     with tempfile.TemporaryDirectory(prefix="na_bench_model_") as tmp:
@@ -359,7 +344,7 @@ def run(args: argparse.Namespace) -> str:
             f"1 and {args.batch_threads} threads (intra-op spinning {'off' if args.no_spin else 'on'}; median of 5 "
             f"interleaved blocks)",
             f"network: {description}",
-            f"machine: {machine_line()}",
+            f"machine: {machine_line()}; onnxruntime {onnxruntime.__version__}",
             f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r} (JAX batch 32 runs single-threaded too)",
             *[f"export: {n}" for n in notes],
             "",

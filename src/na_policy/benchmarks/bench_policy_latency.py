@@ -32,13 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
+from na_common.machine import machine_line
+
 POSE = [0.0, 0.15, -0.46, 1.66, -0.26]
 
 
-def machine_line() -> str:
-    load = os.getloadavg()
-    return (f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average "
-            f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; Python {platform.python_version()}")
+def machine() -> str:
+    return f"machine: {machine_line()}; Python {platform.python_version()}"
 
 
 def random_policy(folder: Path) -> Path:
@@ -184,7 +184,7 @@ def _report(sent: np.ndarray, received: np.ndarray, seconds: float, diagnostics:
     valid = index >= 0
     latency = (received[valid] - sent[index[valid]]) * 1e3
     gaps = np.diff(received) * 1e3
-    print(machine_line())
+    print(machine())
     print(f"commands: {len(received)} in {seconds:.1f} s = {len(received) / seconds:.2f} per s "
           f"(target 60; states sent {len(sent)})")
     print(f"command interval: mean {gaps.mean():.2f} ms, p1 {np.percentile(gaps, 1):.2f} ms, "

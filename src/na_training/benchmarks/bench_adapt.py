@@ -12,24 +12,13 @@ machine, the per-step time and the projected 70-epoch time for each config:
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
+
+from na_common.machine import machine_line
 
 PAPER_SECONDS = 356.0
 PAPER_FRAMES = 7_810
 TRAJECTORIES = 12
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as handle:
-            names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    return f"{cpu}; {os.cpu_count()} CPU(s); load average {', '.join(f'{v:.2f}' for v in os.getloadavg())}"
 
 
 def measure(config_name: str, steps: int, epochs: int) -> dict:
@@ -68,7 +57,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="timed steps after the compile (default 10)")
     parser.add_argument("--epochs", type=int, default=70, help="epochs of the plan (default 70, the paper's)")
     args = parser.parse_args()
-    print(f"machine: {machine()}")
+    print(f"machine: {machine_line()}")
     print(f"adaptation set: {TRAJECTORIES} simulated trajectories, {PAPER_FRAMES // TRAJECTORIES * TRAJECTORIES} "
           f"frames; paper: {PAPER_FRAMES} frames, {args.epochs} epochs in {PAPER_SECONDS:.0f} s (GPU)")
     for name in args.configs:
@@ -77,7 +66,7 @@ def main() -> None:
               f"horizon {result['horizon']}), {result['per_step_s'] * 1e3:.0f} ms/step after a "
               f"{result['compile_s']:.0f} s compile -> {result['projected_s']:.0f} s for {args.epochs} epochs "
               f"({result['projected_s'] / PAPER_SECONDS:.2f}x the paper's {PAPER_SECONDS:.0f} s); {result['devices']}")
-    print(f"machine at the end: {machine()}")
+    print(f"machine at the end: {machine_line()}")
 
 
 if __name__ == "__main__":

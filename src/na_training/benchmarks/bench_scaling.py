@@ -30,6 +30,8 @@ from dataclasses import replace
 
 from timing import median_time  # this folder's shared timing helper
 
+from na_common.machine import machine_line
+
 
 def measure(args: argparse.Namespace, devices: int) -> dict:
     """Throughput on ``devices`` devices, in this process."""
@@ -71,9 +73,7 @@ def measure(args: argparse.Namespace, devices: int) -> dict:
 
 
 def machine() -> str:
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"{platform.node()}: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores "
-            f"(load average {load:.1f} at the start), Python {platform.python_version()}")
+    return f"{platform.node()}: {machine_line()}, Python {platform.python_version()}"
 
 
 def main() -> None:

@@ -16,6 +16,8 @@ import subprocess
 import sys
 import time
 
+from na_common.machine import machine_line
+
 ROBOTS = ("open_manipulator_x", "so101")
 SETTINGS = {"fusion emitters off (na_training default)": "--xla_cpu_use_fusion_emitters=false",
             "fusion emitters on (XLA default)": "--xla_cpu_use_fusion_emitters=true"}
@@ -55,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(f"{time_frames(args.child[0], int(args.child[1])):.3f}")
         return 0
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"{os.cpu_count()} CPUs, load average {load}; one frame, batch {BATCH}, float32, median of {args.repeats}")
+    print(f"machine: {machine_line()}; one frame, batch {BATCH}, float32, median of {args.repeats}")
     results: dict[str, dict[str, float]] = {}
     for label, flag in SETTINGS.items():
         other = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_cpu_use_fusion_emitters" not in f)

@@ -37,6 +37,7 @@ import numpy as np
 
 from na_common import topics
 from na_common.episode_bag import EpisodeWriter, make_header, message_class, read_rosbag2_info, topic_summaries
+from na_common.machine import cpu_info
 from na_description import load_spec
 from na_training.convert import convert, default_jobs, expand_bag_paths
 
@@ -93,21 +94,14 @@ def write_episode(out: Path, seconds: float, ft_rate: float, names: list[str]) -
 # ----------------------------------------------------------------------------------------- machine
 
 def machine() -> str:
-    """CPU model, CPUs usable here, Python and the libraries that do the work."""
+    """CPU model and ISA flags, CPUs usable here, Python and the libraries that do the work."""
     import pyarrow
     import rosbags
 
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     version = getattr(rosbags, "__version__", None) or _dist_version("rosbags")
-    return (f"{model}; {default_jobs()} usable CPU(s) of {os.cpu_count()}; Python {platform.python_version()}, "
-            f"numpy {np.__version__}, pyarrow {pyarrow.__version__}, rosbags {version}")
+    return (f"{cpu_info().model} ({cpu_info().isa_text()}); {default_jobs()} usable CPU(s) of {os.cpu_count()}; "
+            f"Python {platform.python_version()}, numpy {np.__version__}, pyarrow {pyarrow.__version__}, "
+            f"rosbags {version}")
 
 
 def _dist_version(name: str) -> str:
