@@ -47,7 +47,7 @@ def _take_realtime(priority: int) -> bool:
         return False
 
 
-def _serve(control, events, setup: BusSetup) -> None:
+def _serve(control, setup: BusSetup) -> None:
     """Child process: build the tables and the emulator, serve until told to stop or the parent is gone."""
     from na_description import load_spec
     from na_sim.sim_family import sim_family
@@ -60,7 +60,7 @@ def _serve(control, events, setup: BusSetup) -> None:
         servo = family.make_registers(servo_id)
         servo.store_block(0, table)
         registers.append(servo)
-    side = BusSide(setup.channels, registers, events)
+    side = BusSide(setup.channels, registers)
     bus = family.make_bus(registers, baud_rate=setup.baud_rate, wire_time=setup.wire_time, faults=setup.faults,
                           on_read=side.on_read, after_packets=side.after_packets, on_reboot=side.on_reboot)
     side.stats = bus.stats
@@ -86,12 +86,9 @@ class BusProcess:
     def __init__(self, setup: BusSetup) -> None:
         context = multiprocessing.get_context("spawn")
         self._control, child_control = context.Pipe()
-        event_reader, self.events = context.Pipe(duplex=False)
-        self._process = context.Process(target=_serve, args=(child_control, event_reader, setup), daemon=True,
-                                        name=setup.name)
+        self._process = context.Process(target=_serve, args=(child_control, setup), daemon=True, name=setup.name)
         self._process.start()
         child_control.close()
-        event_reader.close()
         if not self._control.poll(START_TIMEOUT_S):
             self.kill()
             raise RuntimeError(f"the {setup.name} bus process did not start within {START_TIMEOUT_S:.0f} s")

@@ -399,7 +399,7 @@ def _start_buses(rig: Any, args: argparse.Namespace, faults: DxlFaults,
     family = rig.family
     buses = {}
     for role, registers in (("leader", rig.leader_registers), ("follower", rig.follower_registers)):
-        link = PhysicsSide(registers, family.physics_bytes, family.error_bytes)
+        link = PhysicsSide(registers, family.physics_bytes, family.error_bytes, family.clock_bytes)
         try:
             bus = BusProcess(BusSetup(family.name, rig.spec.name, tuple(r.snapshot() for r in registers),
                                       link.channels, rig.spec.baud_rate, args.wire_time, faults,
@@ -407,7 +407,6 @@ def _start_buses(rig: Any, args: argparse.Namespace, faults: DxlFaults,
         except BaseException:
             link.close()
             raise
-        link.events = bus.events
         started.append(_ArmBus(link, bus))
         buses[role] = (link, bus)
     return buses

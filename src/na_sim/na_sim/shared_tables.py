@@ -14,8 +14,9 @@ Two lock-free :class:`SnapshotChannel` records in shared memory carry each side'
 to the other, one writer each; nobody holds a lock across a physics step or a bus transaction. The
 bus takes the physics bytes of a servo right before it serves a read of that servo; the physics takes
 the bus bytes before every step. Writes the physics makes to bus-owned bytes (a Shutdown error
-turning Torque Enable off) travel as events over a pipe, and are re-applied on the physics side
-until the bus reports them applied, so neither copy loses them. A reboot of a servo bumps its
+turning Torque Enable off) travel as numbered events inside the physics record, re-published and
+re-applied on the physics side until the bus reports them applied, so neither copy loses them and
+nothing ever blocks on the other process. A reboot of a servo bumps its
 power-up generation: the physics then takes the bus's error register (cleared by the reboot)
 instead of its own, and the bus ignores the physics' error byte until the physics has seen the reboot.
 """
@@ -27,13 +28,16 @@ import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 _HEADER_BYTES = 64                   # sequence number, padded to a cache line
+MAX_EVENTS = 64                      # physics writes to bus-owned bytes not yet applied by the bus
+EVENT_BYTES = 8                      # longest run of bytes one event carries (longer runs: several events)
+EVENT_DTYPE = np.dtype([("seq", np.uint64), ("servo", np.uint16), ("address", np.uint16), ("length", np.uint16),
+                        ("data", np.uint8, (EVENT_BYTES,))])
 BUS_COUNTERS = ("packets", "replies", "collisions", "crc_errors", "resyncs", "watchdog_expired",
                 "internal_errors", "hook_errors", "late_replies", "tx_overflow")
 
@@ -104,8 +108,10 @@ def bus_record_dtype(n_servos: int, table_size: int) -> np.dtype:
 
 
 def physics_record_dtype(n_servos: int, table_size: int) -> np.dtype:
-    """What the physics publishes: its tables, the generation they belong to, simulated time and steps."""
+    """What the physics publishes: its tables, the generation they belong to, its pending events (seq 0 = none),
+    simulated time and steps."""
     return np.dtype([("tables", np.uint8, (n_servos, table_size)), ("generation", np.uint32, (n_servos,)),
+                     ("events", EVENT_DTYPE, (MAX_EVENTS,)), ("events_dropped", np.uint64),
                      ("time", np.float64), ("steps", np.uint64)])
 
 
@@ -137,12 +143,12 @@ class PhysicsSide:
     """The physics process's end of one arm: ``pull()`` before a step, ``push()`` after it.
 
     ``registers`` are the physics' own copies of the servos' tables (what the servo models load goals
-    from and store present values into); ``events`` is the sending end of the pipe to the bus process
-    (set once the bus process runs: it attaches to ``channels``).
+    from and store present values into). ``clock_bytes``: bytes the physics writes but the bus sets
+    from its own clock whenever it serves a read (XM430 Realtime Tick); they never travel.
     """
 
     def __init__(self, registers: Sequence[Any], physics_bytes: Sequence[int], error_bytes: Sequence[int],
-                 events: Connection | None = None) -> None:
+                 clock_bytes: Sequence[int] = ()) -> None:
         self.registers = list(registers)
         n, size = len(self.registers), len(self.registers[0].snapshot())
         self.to_bus = SnapshotChannel(physics_record_dtype(n, size).itemsize)
@@ -150,10 +156,11 @@ class PhysicsSide:
         self.channels = ArmChannels(self.from_bus.path, self.to_bus.path, n, size, tuple(physics_bytes),
                                     tuple(error_bytes))
         self._physics = _mask(physics_bytes, size)
+        self._travels = ~(self._physics | _mask(clock_bytes, size))
         self._errors = _mask(error_bytes, size)
-        self.events = events
         self._event_seq = 0
-        self._pending: list[tuple[int, int, int, bytes]] = []     # (seq, servo, address, bytes) not yet applied
+        self._pending = np.zeros(0, dtype=EVENT_DTYPE)        # events the bus has not applied yet
+        self.events_dropped = 0
         self._generation = np.zeros(n, dtype=np.uint32)
         self._bus_dtype = bus_record_dtype(n, size)
         self._physics_record = np.zeros((), dtype=physics_record_dtype(n, size))
@@ -168,43 +175,58 @@ class PhysicsSide:
         return np.frombuffer(b"".join(r.snapshot() for r in self.registers), dtype=np.uint8).reshape(
             len(self.registers), -1).copy()
 
+    @property
+    def pending_events(self) -> int:
+        """Writes to bus-owned bytes the bus has not confirmed yet."""
+        return int(self._pending.size)
+
     def _collect_events(self) -> None:
         """Writes made here to bus-owned bytes since the last exchange become events for the bus."""
         tables = self._tables()
-        changed = (tables != self._expected) & ~self._physics
+        changed = (tables != self._expected) & self._travels
+        new = []
         for servo in np.flatnonzero(changed.any(axis=1)).tolist():
             for start, end in _runs(changed[servo]):
-                self._event_seq += 1
-                event = (self._event_seq, servo, start, tables[servo, start:end].tobytes())
-                self._pending.append(event)
-                if self.events is not None:
-                    self.events.send(event)
+                for address in range(start, end, EVENT_BYTES):
+                    data = tables[servo, address: min(end, address + EVENT_BYTES)]
+                    self._event_seq += 1
+                    event = np.zeros((), dtype=EVENT_DTYPE)
+                    event["seq"], event["servo"], event["address"], event["length"] = \
+                        self._event_seq, servo, address, data.size
+                    event["data"][:data.size] = data
+                    new.append(event)
+        if new:
+            self._pending = np.concatenate([self._pending, np.stack(new)])
+            if self._pending.size > MAX_EVENTS:         # a bus that stopped applying them: keep the newest
+                self.events_dropped += self._pending.size - MAX_EVENTS
+                self._pending = self._pending[-MAX_EVENTS:]
         self._expected = tables
 
     def pull(self) -> None:
         """Take the bus-owned bytes (and, after a reboot, the error register) from the bus's latest record."""
         self._collect_events()
         record = np.frombuffer(self.from_bus.read(), dtype=self._bus_dtype)[0]
-        applied = int(record["events_applied"])
-        self._pending = [event for event in self._pending if event[0] > applied]
+        self._pending = self._pending[self._pending["seq"] > record["events_applied"]]
         tables = np.where(self._physics, self._expected, record["tables"])
         rebooted = record["generation"] != self._generation
         if rebooted.any():
             tables[rebooted] = np.where(self._errors, record["tables"][rebooted], tables[rebooted])
             self._generation = record["generation"].copy()
-        for _, servo, address, data in self._pending:
-            tables[servo, address: address + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        _apply(tables, self._pending)
         for registers, row in zip(self.registers, tables, strict=True):
             registers.store_block(0, row.tobytes())
         self._expected = tables
         self.counters = dict(zip(BUS_COUNTERS, record["counters"].tolist(), strict=True))
 
     def push(self, time_s: float, steps: int) -> None:
-        """Publish the tables after a step (the bus uses their physics-owned bytes)."""
+        """Publish the tables after a step (the bus uses their physics-owned bytes) and the pending events."""
         self._collect_events()
         record = self._physics_record
         record["tables"] = self._expected
         record["generation"] = self._generation
+        record["events"] = np.zeros(MAX_EVENTS, dtype=EVENT_DTYPE)
+        record["events"][:self._pending.size] = self._pending
+        record["events_dropped"] = self.events_dropped
         record["time"], record["steps"] = time_s, steps
         self.to_bus.publish(record.tobytes())
 
@@ -213,15 +235,20 @@ class PhysicsSide:
         self.from_bus.close()
 
 
+def _apply(tables: np.ndarray, events: np.ndarray) -> None:
+    """Write the events' bytes into ``tables`` (servo x byte), in order."""
+    for event in events:
+        length = int(event["length"])
+        tables[int(event["servo"]), int(event["address"]): int(event["address"]) + length] = event["data"][:length]
+
+
 class BusSide:
     """A bus process's end of one arm: hooks for the emulator (``on_read``, ``after_packets``, ``on_reboot``).
 
-    ``registers`` are the bus's own tables (what the protocol emulator serves); ``events`` the receiving
-    end of the pipe from the physics.
+    ``registers`` are the bus's own tables (what the protocol emulator serves).
     """
 
-    def __init__(self, channels: ArmChannels, registers: Sequence[Any], events: Connection,
-                 stats: Any = None) -> None:
+    def __init__(self, channels: ArmChannels, registers: Sequence[Any], stats: Any = None) -> None:
         self.registers = list(registers)
         self._index = {id(r): k for k, r in enumerate(self.registers)}
         self.from_physics = SnapshotChannel(physics_record_dtype(channels.n_servos, channels.table_size).itemsize,
@@ -231,26 +258,27 @@ class BusSide:
         self._physics_dtype = physics_record_dtype(channels.n_servos, channels.table_size)
         self._physics = _mask(channels.physics_bytes, channels.table_size)
         self._physics_no_errors = self._physics & ~_mask(channels.error_bytes, channels.table_size)
-        self._events = events
         self._events_applied = 0
         self._generation = np.zeros(channels.n_servos, dtype=np.uint32)
         self._record = np.zeros((), dtype=bus_record_dtype(channels.n_servos, channels.table_size))
         self.stats = stats if stats is not None else {}
 
-    def _apply_events(self) -> None:
-        while self._events.poll():
-            try:
-                seq, servo, address, data = self._events.recv()
-            except EOFError:
-                return
-            self.registers[servo].store_block(address, data)
-            self._events_applied = seq
+    def _physics_record(self) -> np.void:
+        """The physics' latest record, its new events applied to the bus's tables."""
+        record = np.frombuffer(self.from_physics.read(), dtype=self._physics_dtype)[0]
+        events = record["events"]
+        fresh = events[events["seq"] > self._events_applied]
+        for event in fresh:
+            length = int(event["length"])
+            self.registers[int(event["servo"])].store_block(int(event["address"]), event["data"][:length].tobytes())
+        if fresh.size:
+            self._events_applied = int(fresh["seq"].max())
+        return record
 
     def on_read(self, servo: Any) -> None:
         """Before a read of ``servo`` is served: the physics' latest present values into its table."""
-        self._apply_events()
+        record = self._physics_record()
         k = self._index[id(servo)]
-        record = np.frombuffer(self.from_physics.read(), dtype=self._physics_dtype)[0]
         current = np.frombuffer(servo.snapshot(), dtype=np.uint8)
         mask = self._physics if record["generation"][k] == self._generation[k] else self._physics_no_errors
         servo.store_block(0, np.where(mask, record["tables"][k], current).tobytes())
@@ -260,7 +288,7 @@ class BusSide:
 
     def after_packets(self) -> None:
         """After the bus handled packets: its tables (and counters) to the physics."""
-        self._apply_events()
+        self._physics_record()
         record = self._record
         record["tables"] = np.frombuffer(b"".join(r.snapshot() for r in self.registers), dtype=np.uint8).reshape(
             len(self.registers), -1)

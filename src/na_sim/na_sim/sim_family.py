@@ -38,6 +38,7 @@ class SimFamily:
     physics_bytes: tuple[int, ...] = ()         # table bytes the physics writes after every step (present values,
                                                 #   error register); the bus owns the rest (na_sim.shared_tables)
     error_bytes: tuple[int, ...] = ()           # the error register among them (cleared by a reboot on the bus)
+    clock_bytes: tuple[int, ...] = ()           # bytes the physics writes but the bus sets from its own clock
 
     def goal_value(self, registers: Any, shaft_angle: float) -> int:
         """The Goal Position value that puts this servo's shaft at ``shaft_angle`` (its Homing Offset and,
@@ -107,7 +108,8 @@ FAMILIES: dict[str, SimFamily] = {
                        # Realtime Tick is the bus's: the emulator sets it from its own clock on every read.
                        _byte_range(xm430, "hardware_error_status", "hardware_error_status")
                        + _byte_range(xm430, "moving", "present_temperature"),
-                       _byte_range(xm430, "hardware_error_status", "hardware_error_status")),
+                       _byte_range(xm430, "hardware_error_status", "hardware_error_status"),
+                       _byte_range(xm430, "realtime_tick", "realtime_tick")),
     "sts3215": SimFamily("sts3215", "STS3215", sts3215, (0, 3),
                          ("p_coefficient", "i_coefficient", "d_coefficient"), sts3215.rad_to_steps,
                          _sts3215_registers, _sts3215_goal, lambda registers: registers.power_cycle(), _sts3215_bus,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-from multiprocessing.connection import Pipe
 
 import numpy as np
 import pytest
@@ -46,16 +45,15 @@ class LinkedArm:
     def __init__(self) -> None:
         self.rig = Rig(seed=3)
         family = self.rig.family
-        physics_events, bus_events = Pipe(duplex=False)
         self.physics = PhysicsSide(self.rig.follower_registers, family.physics_bytes, family.error_bytes,
-                                   bus_events)
+                                   family.clock_bytes)
         self.bus_registers = []
         for servo_id, registers in zip(self.rig.spec.servo_ids, self.rig.follower_registers, strict=True):
             copy = family.make_registers(servo_id)
             copy.store_block(0, registers.snapshot())
             self.bus_registers.append(copy)
         channels: ArmChannels = self.physics.channels
-        self.bus = BusSide(channels, self.bus_registers, physics_events, stats={"packets": 7})
+        self.bus = BusSide(channels, self.bus_registers, stats={"packets": 7})
 
     def step(self, seconds: float = 0.05) -> None:
         steps = max(1, round(seconds / self.rig.config.timestep_s))
@@ -135,3 +133,17 @@ def test_a_reboot_on_the_bus_clears_the_error_the_physics_latched(arm):
     arm.step()
     assert arm.host_read(2, "hardware_error_status") == 0
     assert arm.host_read(2, "present_position") == arm.rig.follower_registers[2].get("present_position")
+
+
+def test_the_physics_never_waits_for_a_bus_that_does_not_read_and_its_clock_does_not_travel(arm):
+    arm.step(0.5)                                  # the physics rewrites Realtime Tick every step
+    assert arm.physics.pending_events == 0, "the physics' clock bytes were sent to the bus as writes"
+    for k in range(len(arm.rig.follower_registers)):
+        arm.rig.follower_registers[k].set("profile_velocity", 100 + k)     # writes to bus-owned bytes ...
+    arm.step(0.5)                                  # ... while the bus process reads nothing
+    assert arm.physics.pending_events == len(arm.rig.follower_registers)
+    assert arm.rig.follower_registers[3].get("profile_velocity") == 103, "kept on the physics side until applied"
+    assert arm.host_read(3, "profile_velocity") == 103
+    arm.bus.after_packets()
+    arm.physics.pull()
+    assert arm.physics.pending_events == 0

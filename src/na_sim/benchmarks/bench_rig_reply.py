@@ -1,0 +1,158 @@
+"""Reply latency of the live rig's emulated servo buses, as the host sees it on the port.
+
+Starts ``na-sim rig`` with a scripted task (the physics busy with the arm, the payload and the F/T
+emulators) in its own process, optionally with CPU-bound processes beside it, and from this process
+sends a Sync Read of the state block of every follower servo every 10 ms, as the arm driver does,
+timing each from the instruction's write to the last byte of the last status packet. It does so once
+with the bus processes under SCHED_FIFO (the rig's default) and once with normal scheduling, and
+prints p50/p99/max and the cycles with a reply missing (50 ms). This client asks for SCHED_FIFO
+(priority 50, as the driver's bus loop) so that its own scheduling does not count against the rig.
+
+    python src/na_sim/benchmarks/bench_rig_reply.py --seconds 60 --hog 1
+    python src/na_sim/benchmarks/bench_rig_reply.py --robot so101 --seconds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+import tty
+from pathlib import Path
+
+import numpy as np
+
+from na_description import load_spec, sts3215, xm430
+from na_sim import protocol0, protocol2
+from na_sim.rig_config import robot_name
+
+PERIOD_S = 0.01
+REPLY_TIMEOUT_S = 0.05
+CLIENT_PRIORITY = 50
+
+
+def bus_packets(robot: str, servo_ids: list[int]) -> tuple[bytes, bytes, object]:
+    """For ``robot``: the driver's start-up write of Return Delay 0 (broadcast, no reply), its state Sync Read,
+    and a parser of the replies."""
+    if load_spec(robot).servo_model == "STS3215":
+        delay = sts3215.REGISTERS["return_delay_time"].address
+        read = bytes([sts3215.STATE_BLOCK_START, sts3215.STATE_BLOCK_LENGTH, *servo_ids])
+        return (protocol0.build_instruction(protocol0.BROADCAST_ID, protocol0.WRITE, bytes([delay, 0])),
+                protocol0.build_instruction(protocol0.BROADCAST_ID, protocol0.SYNC_READ, read), protocol0)
+    delay = xm430.REGISTERS["return_delay_time"].address
+    start, length = xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_LENGTH
+    read = start.to_bytes(2, "little") + length.to_bytes(2, "little") + bytes(servo_ids)
+    return (protocol2.build_instruction(protocol2.BROADCAST_ID, protocol2.WRITE, delay.to_bytes(2, "little") + b"\0"),
+            protocol2.build_instruction(protocol2.BROADCAST_ID, protocol2.SYNC_READ, read), protocol2)
+
+
+def start_rig(robot: str, priority: int, info: Path, log: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "na_sim.live_rig", "--robot", robot, "--task", "pick_place",
+               "--payload-grams", "200", "--loop-task", "--status-every", "0", "--no-serial-ft",
+               "--bus-priority", str(priority), "--info-out", str(info)]
+    process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120.0
+    while not info.is_file():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise SystemExit(f"the rig did not come up; see {log}")
+        time.sleep(0.1)
+    return process
+
+
+def measure(port: str, setup: bytes, packet: bytes, protocol, servo_count: int,
+            seconds: float) -> tuple[np.ndarray, int]:
+    """Latency of every cycle (s) and the number of cycles with a reply missing."""
+    fd = os.open(port, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+    tty.setraw(fd)
+    latencies, missing = [], 0
+    try:
+        os.write(fd, setup)                  # Return Delay 0, as the arm driver writes at start-up
+        time.sleep(0.1)
+        next_cycle = time.monotonic()
+        end = next_cycle + seconds
+        while next_cycle < end:
+            parser = protocol.PacketParser()
+            sent = time.perf_counter()
+            os.write(fd, packet)
+            replies, deadline = 0, sent + REPLY_TIMEOUT_S
+            while replies < servo_count:
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                    break
+                replies += len(parser.feed(os.read(fd, 4096)))       # only the servos write to this end
+            if replies >= servo_count:
+                latencies.append(time.perf_counter() - sent)
+            else:
+                missing += 1
+            next_cycle += PERIOD_S
+            time.sleep(max(0.0, next_cycle - time.monotonic()))
+    finally:
+        os.close(fd)
+    return np.asarray(latencies), missing
+
+
+def machine_line() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "unknown CPU")
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    return f"{model}, {os.cpu_count()} CPUs, load average {load}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--robot", default="omx_x", help="omx_x (default) or so101")
+    parser.add_argument("--seconds", type=float, default=60.0, help="seconds per run (default 60)")
+    parser.add_argument("--hog", type=int, default=1, help="CPU-bound processes beside the rig (default 1)")
+    parser.add_argument("--priorities", type=int, nargs="+", default=[60, 0],
+                        help="SCHED_FIFO priorities of the bus processes, one run each (0 = normal; default 60 0)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args(argv)
+    robot = robot_name(args.robot)
+    spec = load_spec(robot)
+    setup, packet, protocol = bus_packets(robot, list(spec.servo_ids))
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(CLIENT_PRIORITY))
+        client = f"SCHED_FIFO {CLIENT_PRIORITY}"
+    except (AttributeError, OSError):
+        client = "normal scheduling"
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hog)]
+    results = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="na_bench_rig_") as tmp:
+            for priority in args.priorities:
+                info = Path(tmp) / f"rig_{priority}.json"
+                rig = start_rig(robot, priority, info, Path(tmp) / f"rig_{priority}.log")
+                try:
+                    rig_info = json.loads(info.read_text())
+                    latency, missing = measure(rig_info["follower_port"], setup, packet, protocol,
+                                               len(spec.servo_ids), args.seconds)
+                finally:
+                    rig.terminate()
+                    rig.wait(20)
+                ms = latency * 1e3
+                figures = {"bus_realtime": rig_info.get("bus_realtime"), "cycles": int(ms.size + missing),
+                           "missing": missing, "p50_ms": float(np.percentile(ms, 50)),
+                           "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max())}
+                results[f"priority_{priority}"] = figures
+                print(f"bus processes {'SCHED_FIFO ' + str(priority) if priority else 'normal scheduling'} "
+                      f"(took: {figures['bus_realtime']}): Sync Read of {len(spec.servo_ids)} servos every 10 ms, "
+                      f"{figures['cycles']} cycles: p50 {figures['p50_ms']:.3f} ms, p99 {figures['p99_ms']:.3f} ms, "
+                      f"max {figures['max_ms']:.3f} ms, {missing} with a reply missing", flush=True)
+    finally:
+        for hog in hogs:
+            hog.kill()
+    print(f"robot {robot}; client {client}; {args.hog} CPU-bound process(es) beside the rig; {machine_line()}")
+    if args.json is not None:
+        args.json.write_text(json.dumps({"robot": robot, "hog": args.hog, "machine": machine_line(),
+                                         "runs": results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
