@@ -116,7 +116,9 @@ def write_dataset(root: Path, *, version: str = "v3.0", robot_type: str = "so101
 
 
 def run(*argv: str) -> int:
-    return main(["import-lerobot", *argv, "--quiet"])
+    """``na-train import-lerobot``; these datasets stay within +-100, so degrees are named unless a test names units."""
+    units = [] if "--joint-units" in argv else ["--joint-units", "degrees"]
+    return main(["import-lerobot", *argv, *units, "--quiet"])
 
 
 def test_import_maps_values_and_units(tmp_path: Path) -> None:
@@ -189,15 +191,15 @@ def test_calibrated_range_mode(tmp_path: Path) -> None:
     ("no_action", "no 'action' feature"),
     ("no_load", "no Present Load column"),
     ("motor_names", "missing ['elbow_flex']"),
-    ("version", "codebase_version v2.1 is not supported"),
-    ("robot", "robot_type 'koch_follower' is not the so101"),
+    ("version", "codebase_version v1.6 is not supported"),
+    ("robot", "robot_type 'koch_follower' is not an arm this suite models"),
     ("range", "without the arm's calibration file"),
 ])
 def test_bad_input_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str,
                                           expected: str) -> None:
     options = {"no_state": {"drop_feature": "observation.state"}, "no_action": {"drop_feature": "action"},
                "no_load": {"load": "none"}, "motor_names": {"rename": {"elbow_flex": "elbow"}},
-               "version": {"version": "v2.1"}, "robot": {"robot_type": "koch_follower"}}.get(kind, {})
+               "version": {"version": "v1.6"}, "robot": {"robot_type": "koch_follower"}}.get(kind, {})
     dataset = write_dataset(tmp_path / "lerobot", **options)
     out = tmp_path / "nad"
     extra = ["--joint-units", "range"] if kind == "range" else []
