@@ -246,12 +246,14 @@ def build_parser() -> argparse.ArgumentParser:
     from na_training.adapt import add_adapt_parser
     from na_training.baselines.compare import add_compare_parser
     from na_training.evaluate import add_eval_parser
+    from na_training.lerobot_export import add_export_lerobot_parser
     from na_training.lerobot_import import add_import_lerobot_parser
 
     add_eval_parser(sub)
     add_compare_parser(sub)
     add_adapt_parser(sub)
     add_import_lerobot_parser(sub)
+    add_export_lerobot_parser(sub)
     return parser
 
 
