@@ -26,9 +26,12 @@ Choices where those sources disagree or are silent:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from na_description.servo_state import ServoStates
 
 MODEL_NUMBER = 777                     # read as one word at address 3 (bytes 3, 4 = 0x09, 0x03)
 GEAR_RATIO = 345.0                     # C018 (12 V) and C001 (7.4 V): 1:345
@@ -54,6 +57,7 @@ BACKLASH_RAD = math.radians(0.5)       # datasheet: <= 0.5 deg
 BAUD_RATES = {0: 1_000_000, 1: 500_000, 2: 250_000, 3: 128_000, 4: 115_200, 5: 76_800, 6: 57_600, 7: 38_400}
 OPERATING_MODES = {0: "position", 1: "velocity", 2: "pwm", 3: "step"}
 TORQUE_OFF, TORQUE_ON, TORQUE_CALIBRATE_MIDDLE = 0, 1, 128   # Torque Enable (40) values
+REPORTS_LOAD = True                    # Present Load (60): a driver publishes it as ArmState.load
 
 # Status (65) bits; the ERR byte of every status packet carries the same bits.
 STATUS_VOLTAGE = 1 << 0
@@ -163,6 +167,9 @@ CONTROL_TABLE_SIZE = 256               # one-byte addresses; bytes no register o
 # The block the driver reads every cycle with one Sync Read: Present Position .. Present Current.
 STATE_BLOCK_START = REGISTERS["present_position"].address                      # 56
 STATE_BLOCK_LENGTH = REGISTERS["present_current"].end - STATE_BLOCK_START      # 15 bytes (56-70)
+# Register name -> byte offset in the state block.
+STATE_OFFSETS: dict[str, int] = {r.name: r.address - STATE_BLOCK_START for r in CONTROL_TABLE
+                                 if STATE_BLOCK_START <= r.address < STATE_BLOCK_START + STATE_BLOCK_LENGTH}
 # The goal block a driver writes with one Sync Write: Acceleration .. Goal Velocity (SMS_STS WritePosEx).
 GOAL_BLOCK_START = REGISTERS["acceleration"].address                           # 41
 GOAL_BLOCK_LENGTH = REGISTERS["goal_velocity"].end - GOAL_BLOCK_START          # 7 bytes (41-47)
@@ -256,6 +263,30 @@ def volt_to_voltage_units(volt):
 
 
 # ---- the per-cycle state block (Present Position .. Present Current) --------------------------
+def _field(blocks: Sequence[bytes], offsets: Mapping[str, int], name: str) -> list[int]:
+    """One register's value in each block; ``offsets`` maps register name -> byte offset in a block."""
+    register, offset = REGISTERS[name], offsets[name]
+    return [decode_value(register, block[offset: offset + register.size]) for block in blocks]
+
+
+def decode_states(blocks: Sequence[bytes], offsets: Mapping[str, int] = STATE_OFFSETS) -> ServoStates:
+    """The present state of each servo, SI, from its state block. Present Load is the output duty the firmware
+    applies: it is both ``load`` and ``pwm``. ``error``: the Status bits (:data:`STATUS_MASK`)."""
+    def field(name: str) -> list[int]:
+        return _field(blocks, offsets, name)
+
+    load = load_units_to_fraction(field("present_load"))
+    return ServoStates(
+        position=steps_to_rad(field("present_position")),
+        velocity=velocity_units_to_rad_s(field("present_velocity")),
+        current=current_units_to_amp(field("present_current")),
+        pwm=load,
+        load=load,
+        input_voltage=voltage_units_to_volt(field("present_voltage")),
+        temperature=np.asarray(field("present_temperature"), dtype=float) * TEMPERATURE_UNIT_C,
+        error=np.asarray(field("status"), dtype=np.int64) & STATUS_MASK)
+
+
 @dataclass(frozen=True)
 class StateBlock:
     """One servo's state block decoded to SI, servo side (after its Homing Offset, before the robot's homing)."""
@@ -271,23 +302,21 @@ class StateBlock:
 
 
 def decode_state_block(raw: bytes | bytearray | memoryview, start: int = STATE_BLOCK_START) -> StateBlock:
-    """Decode the bytes read from ``start`` (default 56) through Present Current (70)."""
+    """Decode the bytes read from ``start`` (default 56) through Present Current (70): one servo's
+    :func:`decode_states`, its whole Status byte and Moving."""
     raw = bytes(raw)
     needed = STATE_BLOCK_START + STATE_BLOCK_LENGTH - start
     if start > STATE_BLOCK_START or len(raw) < needed:
         raise ValueError(f"state block needs {needed} bytes from address {start}, got {len(raw)}")
-
-    def field(name: str) -> int:
-        reg = REGISTERS[name]
-        return decode_value(reg, raw[reg.address - start: reg.end - start])
-
+    offsets = {name: offset + STATE_BLOCK_START - start for name, offset in STATE_OFFSETS.items()}
+    state = decode_states([raw], offsets)
     return StateBlock(
-        position=float(steps_to_rad(field("present_position"))),
-        velocity=float(velocity_units_to_rad_s(field("present_velocity"))),
-        load=float(load_units_to_fraction(field("present_load"))),
-        input_voltage=float(voltage_units_to_volt(field("present_voltage"))),
-        temperature=float(field("present_temperature")) * TEMPERATURE_UNIT_C,
-        status=field("status"),
-        moving=bool(field("moving")),
-        current=float(current_units_to_amp(field("present_current"))),
+        position=float(state.position[0]),
+        velocity=float(state.velocity[0]),
+        load=float(state.load[0]),
+        input_voltage=float(state.input_voltage[0]),
+        temperature=float(state.temperature[0]),
+        status=_field([raw], offsets, "status")[0],
+        moving=bool(_field([raw], offsets, "moving")[0]),
+        current=float(state.current[0]),
     )

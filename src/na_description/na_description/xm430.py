@@ -7,9 +7,12 @@ Source of the numbers: ROBOTIS e-manual for the XM430-W350 (docs/REFERENCES.md, 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from na_description.servo_state import ServoStates
 
 MODEL_NUMBER = 1020
 GEAR_RATIO = 353.5
@@ -28,6 +31,7 @@ BUS_WATCHDOG_EXPIRED = -1              # Bus Watchdog value while its error is l
 BUS_WATCHDOG_MAX_UNITS = 127           # longest watchdog time: 127 x 20 ms = 2.54 s
 FIRMWARE_BUS_WATCHDOG = 38             # first firmware with the Bus Watchdog (e-manual, Bus Watchdog)
 FIRMWARE_FAST_SYNC_READ = 45           # first firmware answering Fast Sync Read (0x8A)
+REPORTS_LOAD = False                   # no load register: a driver publishes ArmState.load empty
 
 # Stall and no-load figures at 12 V (datasheet), used to check the simulated servo.
 STALL_TORQUE_12V = 4.1                 # N*m
@@ -147,6 +151,9 @@ CONTROL_TABLE_SIZE = 256               # bytes of the table the emulator holds (
 # The block the driver reads every cycle with one Sync Read: Present PWM .. Present Temperature.
 STATE_BLOCK_START = REGISTERS["present_pwm"].address                   # 124
 STATE_BLOCK_LENGTH = REGISTERS["present_temperature"].end - STATE_BLOCK_START  # 23 bytes (124-146)
+# Register name -> byte offset in the state block.
+STATE_OFFSETS: dict[str, int] = {r.name: r.address - STATE_BLOCK_START for r in CONTROL_TABLE
+                                 if STATE_BLOCK_START <= r.address < STATE_BLOCK_START + STATE_BLOCK_LENGTH}
 
 
 # ---- unit conversions (vectorised; servo units <-> SI) ----------------------------------
@@ -210,6 +217,31 @@ def decode_hardware_error(byte: int) -> list[str]:
 
 
 # ---- the per-cycle state block (Present PWM .. Present Temperature) ----------------------
+def _field(blocks: Sequence[bytes], offsets: Mapping[str, int], name: str) -> list[int]:
+    """One register's value in each block; ``offsets`` maps register name -> byte offset in a block."""
+    register, offset = REGISTERS[name], offsets[name]
+    return [decode_value(register, block[offset: offset + register.size]) for block in blocks]
+
+
+def decode_states(blocks: Sequence[bytes], offsets: Mapping[str, int] = STATE_OFFSETS,
+                  errors: Sequence[int] | None = None) -> ServoStates:
+    """Present PWM, Current, Velocity, Position, Input Voltage and Temperature of each servo, SI, from blocks
+    that hold them at ``offsets`` (the state block, or a driver's indirect block). Hardware Error Status is not
+    in these blocks: ``errors`` gives it per servo (default 0). There is no load register: ``load`` is NaN."""
+    def field(name: str) -> list[int]:
+        return _field(blocks, offsets, name)
+
+    return ServoStates(
+        position=pulses_to_rad(field("present_position")),
+        velocity=velocity_units_to_rad_s(field("present_velocity")),
+        current=current_units_to_amp(field("present_current")),
+        pwm=pwm_units_to_fraction(field("present_pwm")),
+        load=np.full(len(blocks), np.nan),
+        input_voltage=voltage_units_to_volt(field("present_input_voltage")),
+        temperature=np.asarray(field("present_temperature"), dtype=float) * TEMPERATURE_UNIT_C,
+        error=np.zeros(len(blocks), dtype=np.int64) if errors is None else np.asarray(errors, dtype=np.int64))
+
+
 @dataclass(frozen=True)
 class StateBlock:
     """One servo's state block decoded to SI, servo side (before homing/direction)."""
@@ -225,22 +257,20 @@ class StateBlock:
 
 
 def decode_state_block(raw: bytes | bytearray | memoryview, start: int = STATE_BLOCK_START) -> StateBlock:
-    """Decode the bytes read from ``start`` (default 124) through Present Temperature (146)."""
+    """Decode the bytes read from ``start`` (default 124) through Present Temperature (146): one servo's
+    :func:`decode_states` and the two trajectory registers."""
     raw = bytes(raw)
     if len(raw) < STATE_BLOCK_START + STATE_BLOCK_LENGTH - start:
         raise ValueError(f"state block needs {STATE_BLOCK_START + STATE_BLOCK_LENGTH - start} bytes, got {len(raw)}")
-
-    def field(name: str) -> int:
-        reg = REGISTERS[name]
-        return decode_value(reg, raw[reg.address - start: reg.end - start])
-
+    offsets = {name: offset + STATE_BLOCK_START - start for name, offset in STATE_OFFSETS.items()}
+    state = decode_states([raw], offsets)
     return StateBlock(
-        pwm=float(pwm_units_to_fraction(field("present_pwm"))),
-        current=float(current_units_to_amp(field("present_current"))),
-        velocity=float(velocity_units_to_rad_s(field("present_velocity"))),
-        position=float(pulses_to_rad(field("present_position"))),
-        velocity_trajectory=float(velocity_units_to_rad_s(field("velocity_trajectory"))),
-        position_trajectory=float(pulses_to_rad(field("position_trajectory"))),
-        input_voltage=float(voltage_units_to_volt(field("present_input_voltage"))),
-        temperature=float(field("present_temperature")) * TEMPERATURE_UNIT_C,
+        pwm=float(state.pwm[0]),
+        current=float(state.current[0]),
+        velocity=float(state.velocity[0]),
+        position=float(state.position[0]),
+        velocity_trajectory=float(velocity_units_to_rad_s(_field([raw], offsets, "velocity_trajectory")[0])),
+        position_trajectory=float(pulses_to_rad(_field([raw], offsets, "position_trajectory")[0])),
+        input_voltage=float(state.input_voltage[0]),
+        temperature=float(state.temperature[0]),
     )
