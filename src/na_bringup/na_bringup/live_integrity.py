@@ -40,13 +40,17 @@ class IntegrityWatch:
     """See the module docstring; times are seconds on the ROS clock of the messages' stamps."""
 
     def __init__(self, arms: Sequence[str] = ("leader", "follower"), *, gap_limit_s: float = DEFAULT_GAP_LIMIT_S,
-                 steady_window_s: float = DEFAULT_STEADY_WINDOW_S, estimate_gap_limit_s: float | None = None) -> None:
+                 steady_window_s: float = DEFAULT_STEADY_WINDOW_S, estimate_gap_limit_s: float | None = None,
+                 ignored_statuses: Sequence[str] = ()) -> None:
+        """``ignored_statuses``: status names whose ERROR is the behaviour under test, not a fault of the rig (a
+        policy that stops on purpose when its estimator is lost)."""
         if gap_limit_s <= 0 or steady_window_s <= 0:
             raise ValueError("gap_limit_s and steady_window_s must be > 0")
         self.arms = tuple(arms)
         self.gap_limit_s = float(gap_limit_s)
         self.steady_window_s = float(steady_window_s)
         self.estimate_gap_limit_s = estimate_gap_limit_s
+        self.ignored_statuses = frozenset(ignored_statuses)
         self.faults: list[Fault] = []
         self._last_state: dict[str, float] = {}
         self._first_state: dict[str, float] = {}
@@ -76,7 +80,7 @@ class IntegrityWatch:
                 self._stale_since[key] = stamp            # one fault per gap limit of silence, not per message
 
     def diagnostic(self, stamp: float, name: str, level: int, message: str) -> None:
-        if level >= ERROR_LEVEL:
+        if level >= ERROR_LEVEL and name not in self.ignored_statuses:
             self._fault(stamp, name, message)
 
     def estimate(self, stamp: float) -> None:

@@ -75,3 +75,10 @@ def test_estimate_gaps_void_only_when_asked_for():
             watch.estimate(t)
     assert relaxed.faults == []
     assert [str(f) for f in strict.faults] == ["estimator: no estimate for 0.80 s"]
+
+
+def test_an_ignored_status_name_is_not_a_fault():
+    watch = IntegrityWatch(ignored_statuses=("policy",))
+    watch.diagnostic(1.0, "policy", 2, "stopped: estimator lost")
+    watch.diagnostic(1.0, "/follower/arm_driver: bus", 2, "port lost")
+    assert [f.source for f in watch.faults] == ["/follower/arm_driver: bus"]

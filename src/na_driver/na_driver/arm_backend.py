@@ -5,7 +5,8 @@ command path and its clamp, stale flags, health (temperature, error bits, error 
 torque off), port loss and reopen, service requests on the bus thread, loop-facing samples and
 the robot spec's servo <-> joint mapping. A :class:`ServoBackend` does what depends on the servo
 family: its bus and packets, its control table, the settings written at start-up, decoding one
-cycle's replies to SI (servo side) and what its error bits mean.
+cycle's replies to SI (servo side, with the family's ``decode_states``, as the offline generator decodes
+them) and what its error bits mean.
 
 Backends: :class:`na_driver.dxl_backend.DxlBackend` (DYNAMIXEL XM430, Protocol 2.0) and
 :class:`na_driver.sts_backend.StsBackend` (Feetech STS3215, Protocol 0); :func:`make_backend`
@@ -14,14 +15,14 @@ picks one from the robot spec's servo model.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
 
+from na_description.servo_state import ServoStates
 from na_driver.arm_config import ArmConfig
 from na_driver.serial_bus import SerialBus
 from na_driver.servo_family import STS3215, XM430
@@ -34,26 +35,18 @@ class StartupError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class ServoReading:
-    """One servo's fresh state, servo side and SI; NaN where the family does not report a quantity."""
+class StateRead:
+    """One cycle's read: the servos that answered (their indices in servo order, ascending), their states
+    (one entry each, servo side, SI) and the ``time.monotonic()`` the read completed."""
 
-    position: float            # rad (servo angle, 0 at the middle step)
-    velocity: float            # rad/s
-    current: float             # A, signed
-    pwm: float                 # fraction of full output duty, signed
-    load: float                # fraction of full output, signed (STS3215 Present Load); NaN for XM430
-    input_voltage: float       # V
-    temperature: float         # degC
-    error: int                 # the family's error bits (XM430 Hardware Error Status, STS3215 Status)
-
-
-NAN_READING = ServoReading(*(math.nan,) * 7, error=0)
+    indices: list[int]
+    states: ServoStates
+    completed: float
 
 
 class ServoBackend(ABC):
     """One servo family on one bus. Called from the bus thread only; raises BusError/PortLostError on bus faults."""
 
-    reports_load = False       # ArmState.load is filled only for families with a load register
     table: ModuleType          # the family's control table module (na_description.xm430 or .sts3215)
 
     def __init__(self, config: ArmConfig, log: Logger, bus: SerialBus) -> None:
@@ -71,6 +64,10 @@ class ServoBackend(ABC):
         reg = self.table.REGISTERS[name]
         self.bus.write(sid, reg.address, self.table.encode_value(reg, value))
 
+    def _answered(self, replies: Mapping[int, object]) -> list[int]:
+        """Indices (servo order) of the servos with a reply in ``replies`` (by servo ID)."""
+        return [k for k, sid in enumerate(self.ids) if sid in replies]
+
     @abstractmethod
     def setup(self, where: str) -> list[int]:
         """After every servo answered with the right model: write and verify the start-up settings and pick the
@@ -81,9 +78,8 @@ class ServoBackend(ABC):
         """Each servo's Goal Position now (rad, servo side)."""
 
     @abstractmethod
-    def read_state(self, deadline: float, silent_for: float) -> tuple[dict[int, ServoReading], float]:
-        """One cycle's read of every servo: readings of the servos that answered (by ID) and the
-        ``time.monotonic()`` the read completed. ``silent_for``: s the bus was quiet before this cycle."""
+    def read_state(self, deadline: float, silent_for: float) -> StateRead:
+        """One cycle's read of every servo. ``silent_for``: s the bus was quiet before this cycle."""
 
     @abstractmethod
     def write_goals(self, servo_angles: np.ndarray) -> np.ndarray:

@@ -17,7 +17,6 @@ timeout; a follower trips to torque off and says why), port loss and reopen, ser
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,7 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from na_common.diagnostics import ERROR, OK, WARN, Level
-from na_driver.arm_backend import Logger, ServoBackend, ServoReading, StartupError, make_backend
+from na_description.arm_state import ArmStateFields, arm_state_fields
+from na_description.servo_state import ServoStates
+from na_driver.arm_backend import Logger, ServoBackend, StartupError, StateRead, make_backend
 from na_driver.arm_config import ArmConfig
 from na_driver.arm_health import HealthEvent, HealthMonitor
 from na_driver.devices import wait_for_device
@@ -37,29 +38,11 @@ __all__ = ["ArmDriverCore", "ArmSample", "StartupError"]
 
 
 @dataclass
-class ArmSample:
-    """One cycle's decoded state of the arm (mirrors na_msgs/ArmState)."""
+class ArmSample(ArmStateFields):
+    """One cycle's decoded state of the arm: the na_msgs/ArmState fields (built by
+    :func:`na_description.arm_state.arm_state_fields`, as the offline generator builds them) and ``stamp``."""
 
     stamp: float                   # time.monotonic() when the bus read completed
-    role: str
-    names: tuple[str, ...]
-    position: np.ndarray           # rad, joint side (gripper: servo angle)
-    gripper_slide: float           # m
-    goal_gripper_slide: float      # m
-    velocity: np.ndarray           # rad/s
-    goal_position: np.ndarray      # rad, joint side
-    current: np.ndarray            # A
-    pwm: np.ndarray                # fraction
-    load: np.ndarray | None        # fraction of full output (STS3215 Present Load); None: the servos report none
-    input_voltage: np.ndarray      # V
-    temperature: np.ndarray        # degC
-    hardware_error: list[int]
-    stale: list[bool]
-    timeout_errors: int
-    crc_errors: int
-    partial_errors: int
-    dropped_cycles: int
-    bus_cycle_duration: float      # s
 
 
 def _log_default(level: int, message: str) -> None:
@@ -79,9 +62,7 @@ class ArmDriverCore:
         self.backend: ServoBackend = make_backend(config, self.log, bus, read_mode=read_mode, layout=layout)
         n = config.n_servos
         self.ids = list(config.servo_ids)
-        self._direction = np.array([j.drive_direction for j in self.spec.joints], dtype=float)
         self._lower, self._upper = self.spec.servo_angle_limits()
-        self._gripper = config.gripper_index
         nan = np.full(n, np.nan)
         self._position_servo = nan.copy()         # rad, servo side (last valid reading)
         self._velocity = nan.copy()
@@ -175,10 +156,6 @@ class ArmDriverCore:
             self._command = None          # an old command must not move the arm after re-enabling
         self._set_torque_all(True)
 
-    # ---- conversions ------------------------------------------------------------------------
-    def _slide(self, angle: float) -> float:
-        return float(self.spec.gripper.angle_to_slide(angle)) if self._gripper is not None else math.nan
-
     # ---- commands --------------------------------------------------------------------------
     def set_command(self, positions: Sequence[float], names: Sequence[str] | None = None) -> None:
         """Latest joint-side goal (rad; gripper: servo angle), named by ``names`` in any order (None: spec order).
@@ -215,7 +192,7 @@ class ArmDriverCore:
         if deadline is None:
             deadline = started + 0.9 * self.config.period
         self.alerts = []
-        readings: dict[int, ServoReading] = {}
+        read: StateRead | None = None
         completed = started
         if self.port_lost and not self._try_reopen(started):
             completed = time.monotonic()
@@ -225,7 +202,8 @@ class ArmDriverCore:
                 self._serve_requests()
                 if self.config.is_follower:
                     self._write_command()
-                readings, completed = self.backend.read_state(deadline, silent_for)
+                read = self.backend.read_state(deadline, silent_for)
+                completed = read.completed
             except PortLostError as exc:
                 self._on_port_lost(exc)
                 completed = time.monotonic()
@@ -233,29 +211,28 @@ class ArmDriverCore:
                 self.log(WARN, f"{self.config.role} arm: {exc}")
                 completed = time.monotonic()
         self.last_bus_duration = completed - started
-        stale = self._decode(readings, completed)
+        stale = self._decode(read, completed)
         self.alerts.extend(self.health.check_timeouts(completed, trip=not self.port_lost))
         self._handle_events()
         return self._sample(completed, stale)
 
-    def _decode(self, readings: dict[int, ServoReading], now: float) -> list[bool]:
-        """Keep each fresh reading (a stale servo keeps its last values) and feed the health monitor."""
-        stale = []
-        for k, sid in enumerate(self.ids):
-            reading = readings.get(sid)
-            if reading is None:
-                stale.append(True)
-                continue
-            self._position_servo[k] = reading.position
-            self._velocity[k] = reading.velocity
-            self._current[k] = reading.current
-            self._pwm[k] = reading.pwm
-            self._load[k] = reading.load
-            self._voltage[k] = reading.input_voltage
-            self._temperature[k] = reading.temperature
-            self._error[k] = reading.error
-            self.alerts.extend(self.health.update_reply(k, now, reading.temperature, reading.error))
-            stale.append(False)
+    def _decode(self, read: StateRead | None, now: float) -> list[bool]:
+        """Keep each fresh state (a stale servo keeps its last values) and feed the health monitor."""
+        stale = [True] * len(self.ids)
+        if read is None:
+            return stale
+        fresh, states = read.indices, read.states
+        self._position_servo[fresh] = states.position
+        self._velocity[fresh] = states.velocity
+        self._current[fresh] = states.current
+        self._pwm[fresh] = states.pwm
+        self._load[fresh] = states.load
+        self._voltage[fresh] = states.input_voltage
+        self._temperature[fresh] = states.temperature
+        for i, k in enumerate(fresh):
+            self._error[k] = int(states.error[i])
+            self.alerts.extend(self.health.update_reply(k, now, float(states.temperature[i]), self._error[k]))
+            stale[k] = False
         return stale
 
     def _handle_events(self) -> None:
@@ -280,20 +257,16 @@ class ArmDriverCore:
         self.log(ERROR, f"follower tripped, torque off and holding{extra}: {reasons}")
 
     def _sample(self, stamp: float, stale: list[bool]) -> ArmSample:
-        position = self.spec.servo_to_joint(self._position_servo)
+        servos = ServoStates(position=self._position_servo, velocity=self._velocity, current=self._current,
+                             pwm=self._pwm, load=self._load, input_voltage=self._voltage,
+                             temperature=self._temperature, error=np.asarray(self._error))
         c = self.bus.counters
-        g = self._gripper
-        return ArmSample(
-            stamp=stamp, role=self.config.role, names=self.config.joint_names, position=position,
-            gripper_slide=self._slide(position[g]) if g is not None else math.nan,
-            goal_gripper_slide=self._slide(self._goal_joint[g]) if g is not None else math.nan,
-            velocity=self._direction * self._velocity, goal_position=self._goal_joint.copy(),
-            current=self._direction * self._current, pwm=self._direction * self._pwm,
-            load=self._direction * self._load if self.backend.reports_load else None,
-            input_voltage=self._voltage.copy(), temperature=self._temperature.copy(),
-            hardware_error=list(self._error), stale=stale, timeout_errors=c.timeouts, crc_errors=c.crc_errors,
-            partial_errors=c.partial_replies, dropped_cycles=self.dropped_cycles,
-            bus_cycle_duration=self.last_bus_duration)
+        state = arm_state_fields(self.spec, self.config.role, servos, self._goal_joint,
+                                 reports_load=self.backend.table.REPORTS_LOAD, stale=stale,
+                                 bus_cycle_duration=self.last_bus_duration, timeout_errors=c.timeouts,
+                                 crc_errors=c.crc_errors, partial_errors=c.partial_replies,
+                                 dropped_cycles=self.dropped_cycles)
+        return ArmSample(**state.message_fields(), stamp=stamp)
 
     # ---- port loss ---------------------------------------------------------------------------
     def _on_port_lost(self, exc: BaseException) -> None:

@@ -8,13 +8,16 @@ each cycle's sample; the executor only serves commands, services and the diagnos
 from __future__ import annotations
 
 import sys
+from typing import Any
 
+import numpy as np
 import rclpy
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from rclpy.task import Future
 from sensor_msgs.msg import JointState
+from std_msgs.msg import Header
 from std_srvs.srv import SetBool, Trigger
 
 from na_common import topics
@@ -29,6 +32,7 @@ from na_common.ros_node import (
     undeclared_overrides,
     usage,
 )
+from na_description.arm_state import joint_state_fields
 from na_driver.arm_config import (
     ArmConfig,
     ConfigError,
@@ -123,44 +127,15 @@ class ArmDriverNode(Node):
             self.failed.set_result(exc)
 
     def _arm_state(self, s: ArmSample, stamp: Time) -> ArmState:
-        msg = ArmState()
-        msg.header.stamp = stamp
-        msg.header.frame_id = self.config.frame_id
-        msg.role = s.role
-        msg.name = list(s.names)
-        msg.position = s.position.tolist()
-        msg.gripper_slide = float(s.gripper_slide)
-        msg.goal_gripper_slide = float(s.goal_gripper_slide)
-        msg.velocity = s.velocity.tolist()
-        msg.goal_position = s.goal_position.tolist()
-        msg.current = s.current.tolist()
-        msg.pwm = s.pwm.tolist()
-        msg.load = s.load.tolist() if s.load is not None else []
-        msg.input_voltage = s.input_voltage.tolist()
-        msg.temperature = s.temperature.tolist()
-        msg.hardware_error = [int(e) & 0xFF for e in s.hardware_error]
-        msg.stale = list(s.stale)
-        msg.timeout_errors = s.timeout_errors
-        msg.crc_errors = s.crc_errors
-        msg.partial_errors = s.partial_errors
-        msg.dropped_cycles = s.dropped_cycles
-        msg.bus_cycle_duration = s.bus_cycle_duration
-        return msg
+        """The sample's ArmState fields (built as the offline generator builds them) under this node's header."""
+        return ArmState(header=self._header(stamp), **_as_lists(s.message_fields()))
 
     def _joint_state(self, s: ArmSample, stamp: Time) -> JointState:
         """sensor_msgs/JointState for RViz: the gripper as its finger slide (m, m/s)."""
-        msg = JointState()
-        msg.header.stamp = stamp
-        msg.header.frame_id = self.config.frame_id
-        msg.name = list(s.names)
-        position, velocity = s.position.copy(), s.velocity.copy()
-        g = self.config.gripper_index
-        if g is not None:
-            position[g] = s.gripper_slide
-            velocity[g] = velocity[g] * self.core.spec.gripper.slope
-        msg.position = position.tolist()
-        msg.velocity = velocity.tolist()
-        return msg
+        return JointState(header=self._header(stamp), **_as_lists(joint_state_fields(self.core.spec, s)))
+
+    def _header(self, stamp: Time) -> Header:
+        return Header(stamp=stamp, frame_id=self.config.frame_id)
 
     # ---- executor callbacks ------------------------------------------------------------------
     def _on_command(self, msg: JointCommand) -> None:
@@ -226,6 +201,11 @@ class ArmDriverNode(Node):
         self._loop.stop()
         self.core.shutdown()
         self.destroy_node()
+
+
+def _as_lists(fields: dict[str, Any]) -> dict[str, Any]:
+    """Message fields with numpy arrays as lists: rclpy's sequence fields take lists (rosbags takes the arrays)."""
+    return {name: value.tolist() if isinstance(value, np.ndarray) else value for name, value in fields.items()}
 
 
 HELP_SUMMARY = ("Arm driver (leader or follower; DYNAMIXEL XM430 or Feetech STS3215 servos, from the robot spec\n"

@@ -25,7 +25,7 @@ import numpy as np
 from na_common.diagnostics import WARN
 from na_description import xm430
 from na_driver import state_layout
-from na_driver.arm_backend import Logger, ServoBackend, ServoReading, StartupError
+from na_driver.arm_backend import Logger, ServoBackend, StartupError, StateRead
 from na_driver.arm_config import ArmConfig
 from na_driver.dxl_bus import ALERT_BIT, BusError, DxlBus, PortLostError, ServoReply
 from na_driver.reply_clock import ServoClock
@@ -242,32 +242,24 @@ class DxlBackend(ServoBackend):
         return np.asarray(xm430.pulses_to_rad(pulses), dtype=float)
 
     # ---- the cycle ---------------------------------------------------------------------------------
-    def read_state(self, deadline: float, silent_for: float) -> tuple[dict[int, ServoReading], float]:
+    def read_state(self, deadline: float, silent_for: float) -> StateRead:
         result = self.bus.sync_read(self.ids, self.layout.address, self.layout.length, deadline=deadline,
                                     fast=self.fast_read, check=self._check_reply)
         self._check_watchdogs(result.replies, silent_for)
         self._refresh_hardware_errors(result.replies, result.completed)
-        return {sid: self._decode(k, reply) for k, sid in enumerate(self.ids)
-                if (reply := result.replies.get(sid)) is not None}, result.completed
+        answered = self._answered(result.replies)
+        replies = [result.replies[self.ids[k]] for k in answered]
+        for k, reply in zip(answered, replies, strict=True):
+            if not reply.error & ALERT_BIT:
+                self._hw_error[k] = 0
+        states = xm430.decode_states([reply.data for reply in replies], self.layout.offsets,
+                                     errors=[self._hw_error[k] for k in answered])
+        return StateRead(answered, states, result.completed)
 
     def _check_reply(self, servo_id: int, data: bytes, sent_at: float, received_at: float) -> str | None:
         """The bus's reply check: None if the block was sampled after the request (Realtime Tick), else why not."""
         tick = self.layout.value(data, "realtime_tick")
         return self._clocks[servo_id].judge(tick, sent_at, received_at)
-
-    def _decode(self, k: int, reply: ServoReply) -> ServoReading:
-        raw, layout = reply.data, self.layout
-        if not reply.error & ALERT_BIT:
-            self._hw_error[k] = 0
-        return ServoReading(
-            position=float(xm430.pulses_to_rad(layout.value(raw, "present_position"))),
-            velocity=float(xm430.velocity_units_to_rad_s(layout.value(raw, "present_velocity"))),
-            current=float(xm430.current_units_to_amp(layout.value(raw, "present_current"))),
-            pwm=float(xm430.pwm_units_to_fraction(layout.value(raw, "present_pwm"))),
-            load=math.nan,
-            input_voltage=float(xm430.voltage_units_to_volt(layout.value(raw, "present_input_voltage"))),
-            temperature=layout.value(raw, "present_temperature") * xm430.TEMPERATURE_UNIT_C,
-            error=self._hw_error[k])
 
     def _refresh_hardware_errors(self, replies: dict[int, ServoReply], now: float) -> None:
         """The Alert bit says 'look at Hardware Error Status' (docs/REFERENCES.md, Protocol 2.0); read it,

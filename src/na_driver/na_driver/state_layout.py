@@ -28,7 +28,8 @@ DIRECT_FIELDS = ("realtime_tick", "present_pwm", "present_current", "present_vel
 
 @dataclass(frozen=True)
 class StateLayout:
-    """A per-cycle read: ``length`` bytes from ``address``; ``offsets`` maps register name -> byte offset."""
+    """A per-cycle read: ``length`` bytes from ``address``; ``offsets`` maps register name -> byte offset (what
+    :func:`na_description.xm430.decode_states` decodes a servo's block by)."""
 
     name: str
     address: int

@@ -29,7 +29,7 @@ import numpy as np
 
 from na_common.diagnostics import OK
 from na_description import sts3215
-from na_driver.arm_backend import Logger, ServoBackend, ServoReading, StartupError
+from na_driver.arm_backend import Logger, ServoBackend, StartupError, StateRead
 from na_driver.arm_config import ArmConfig
 from na_driver.serial_bus import BusError
 from na_driver.sts_bus import StsBus
@@ -44,7 +44,6 @@ _LOCKED, _UNLOCKED = 1, 0
 class StsBackend(ServoBackend):
     """STS3215 servos on a :class:`StsBus`."""
 
-    reports_load = True
     table = sts3215
 
     def __init__(self, config: ArmConfig, log: Logger, bus: StsBus | None = None) -> None:
@@ -129,16 +128,12 @@ class StsBackend(ServoBackend):
         return np.asarray(sts3215.steps_to_rad(steps), dtype=float)
 
     # ---- the cycle ----------------------------------------------------------------------------------
-    def read_state(self, deadline: float, silent_for: float) -> tuple[dict[int, ServoReading], float]:
+    def read_state(self, deadline: float, silent_for: float) -> StateRead:
         result = self.bus.sync_read(self.ids, sts3215.STATE_BLOCK_START, sts3215.STATE_BLOCK_LENGTH,
                                     deadline=deadline)
-        readings = {}
-        for sid, reply in result.replies.items():
-            block = sts3215.decode_state_block(reply.data)
-            readings[sid] = ServoReading(position=block.position, velocity=block.velocity, current=block.current,
-                                         pwm=block.load, load=block.load, input_voltage=block.input_voltage,
-                                         temperature=block.temperature, error=block.status & sts3215.STATUS_MASK)
-        return readings, result.completed
+        answered = self._answered(result.replies)
+        states = sts3215.decode_states([result.replies[self.ids[k]].data for k in answered])
+        return StateRead(answered, states, result.completed)
 
     # ---- reopen and recovery --------------------------------------------------------------------------
     def after_reopen(self) -> None:

@@ -287,7 +287,7 @@ def test_overload_trip_turns_torque_off_and_reboot_recovers(emulated_arm) -> Non
         assert all(regs.get("torque_enable") == 1 for regs in servos)
         assert servos[1].get("position_p_gain") == SPEC.position_gains["p"]    # RAM settings restored
         sample = fresh_cycle(core)
-        assert sample.hardware_error == [0] * 5 and not core.health.tripped
+        assert sample.hardware_error.tolist() == [0] * 5 and not core.health.tripped
     finally:
         core.shutdown()
 

@@ -170,7 +170,7 @@ def test_decode_of_every_field_follows_the_registers(emulated_so101) -> None:
         for shift in (0, 23):                                            # moving values: a stale one cannot pass
             state = set_state(servos, shift)
             sample = fresh_cycle(core)
-            assert not any(sample.stale) and sample.names == tuple(SPEC.joint_names)
+            assert not any(sample.stale) and sample.name == SPEC.joint_names
             for k, joint in enumerate(SPEC.joints):
                 d = joint.drive_direction
                 angle = (state["present_position"][k] - CENTER_STEP) * 2 * np.pi / STEPS_PER_REV
@@ -181,7 +181,7 @@ def test_decode_of_every_field_follows_the_registers(emulated_so101) -> None:
                 assert sample.current[k] == pytest.approx(d * state["present_current"][k] * AMP_PER_CURRENT_UNIT)
                 assert sample.input_voltage[k] == pytest.approx(state["present_voltage"][k] * VOLT_PER_VOLTAGE_UNIT)
                 assert sample.temperature[k] == state["present_temperature"][k]
-            assert sample.hardware_error == [0] * 6
+            assert sample.hardware_error.tolist() == [0] * 6
             assert sample.gripper_slide == pytest.approx(sample.position[5])     # the jaw: identity map
     finally:
         core.shutdown()
@@ -224,7 +224,7 @@ def test_a_servo_that_stops_answering_goes_stale_then_trips_the_follower(emulate
         stale_at = next(s.stamp for s in samples if s.stale[3])
         last_fresh = max(s.stamp for s in samples if not s.stale[3])
         assert last_fresh < stale_at and samples[-1].stamp - last_fresh > error_timeout   # stale first, then the trip
-        assert all(s.stale == [False, False, False, True, False, False] for s in samples if s.stamp > stale_at)
+        assert all(s.stale.tolist() == [False, False, False, True, False, False] for s in samples if s.stamp > stale_at)
         errors = log.text(min_level=2)
         assert "servo 4 (wrist_flex): no valid reply" in errors and "follower tripped, torque off" in errors
         assert "not confirmed by servo(s) [4]" in errors                 # the silent servo cannot acknowledge it

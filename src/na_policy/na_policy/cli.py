@@ -99,15 +99,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve() if args.out else folder / "eval"
     seeds = list(range(args.seed, args.seed + args.trials))
     started = time.monotonic()
+    voided: list[dict] = []
     results = evaluate(_model(args.model), policies, seeds, out, loss_at=args.estimator_loss_at,
-                       log=lambda line: print(line, flush=True))
+                       log=lambda line: print(line, flush=True), voided=voided)
     for line in table_lines(results):
         print(line)
-    plot = plot_results(results, out / "eval.png")
-    (out / "results.json").write_text(json.dumps([r.as_dict() for r in results], indent=1) + "\n")
-    print(f"[eval] {len(results)} trials in {time.monotonic() - started:.0f} s; results {out / 'results.json'}, "
-          f"plot {plot}")
-    return 0
+    plot = plot_results([r for r in results if not r.void], out / "eval.png")
+    (out / "results.json").write_text(json.dumps({"trials": [r.as_dict() for r in results], "voided": voided},
+                                                 indent=1) + "\n")
+    still_void = [r for r in results if r.void]
+    print(f"[eval] {len(results)} trials in {time.monotonic() - started:.0f} s; {len(voided)} void attempt(s) run "
+          f"again, {len(still_void)} trial(s) without a valid attempt; results {out / 'results.json'}, plot {plot}")
+    for v in voided:
+        print(f"[eval]   void: {v['variant']} seed {v['seed']} attempt {v['attempt']}: {v['reason']}")
+    return 1 if still_void else 0
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,6 +9,11 @@ scores the upward contact force: ``/sim/truth/wrench`` with the seed's object we
 With ``loss_at``, a force policy's estimator is stopped that many seconds into the trial; the trial then
 watches ``LOSS_WATCH_S`` more seconds and records what the policy said (``/diagnostics``), whether its
 commands stayed fixed and the follower held still, and whether any process died.
+
+A trial during which the follower driver tripped, its bus went silent past the error timeout or the rig fell
+behind wall time (:class:`~na_bringup.live_integrity.IntegrityWatch`, from the first command to the end) is
+void: run again, up to ``RERUNS`` more times, and kept with its reason (``void``) when every attempt was void;
+void trials never count in the success rates.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from na_bringup.launch_xml import stop_processes
+from na_bringup.live_integrity import describe
 from na_bringup.sim_graph import GraphError, launched, ros_env, sim_rig
 from na_policy.features import uses_estimator
 from na_policy.live import LiveError, LiveProbe
@@ -28,7 +34,7 @@ from na_sim.press_task import FORCE_BAND, PRESS_TASK, TRIAL_TIMEOUT, contact_fro
 
 LOSS_WATCH_S = 3.0            # s watched after the estimator is stopped
 HOLD_SETTLE_S = 1.3           # s after the stop before the commands must be fixed (the 1 s timeout + in flight)
-RERUNS = 1                    # a trial whose graph did not come up or whose follower driver tripped runs once more
+RERUNS = 2                    # a trial whose graph did not come up or that was void runs at most this often again
 TRACE_HZ = 20.0               # force trace kept per trial for the plot
 
 
@@ -47,7 +53,7 @@ class TrialResult:
     latency_p99_ms: float
     last_status: str              # the policy's last /diagnostics message
     estimator_loss: dict | None = None
-    driver_tripped: bool = False  # the follower driver tripped (a bus stall of the host): not the policy's doing
+    void: str = ""                # why the trial does not count (a trip, a silent bus, the rig behind); "" = valid
     trace: list[list[float]] = field(default_factory=list)   # (t, force) at TRACE_HZ
 
     def as_dict(self) -> dict:
@@ -66,7 +72,7 @@ def run_trial(probe: LiveProbe, model: Path, variant: str, policy: Path, seed: i
     log_dir = out / "logs" / f"{variant}_seed{seed}"
     sim_dir = out / "sim"
     payload = make_press_episode(seed).payload_kg
-    probe.reset()                          # before the launch: the trial clock starts at the policy's first command
+    probe.reset(arms=("follower",))        # before the launch: the trial clock starts at the policy's first command
     with sim_rig(sim_dir, log_dir, task=PRESS_TASK, options=f"--task-seed {seed} --fixture-only") as (rig, _, _), \
             launched("estimator.launch.xml", {"model": str(model)}, log_dir, env=ros_env()) as estimator, \
             launched("policy.launch.xml", {"policy": str(policy), "start_estimator": "false", "sim": "true",
@@ -74,7 +80,7 @@ def run_trial(probe: LiveProbe, model: Path, variant: str, policy: Path, seed: i
         graphs: tuple = (rig, estimator, graph)
         probe.spin_until(lambda: len(probe.data.command_time) > 0, 90.0, "the policy's first command", graphs,
                          str(log_dir))
-        start = probe.data.command_time[0]
+        start, window = probe.data.command_time[0], probe.now()
         stopped_at = None
         loss = loss_at is not None and uses_estimator(variant)
         while True:
@@ -93,6 +99,8 @@ def run_trial(probe: LiveProbe, model: Path, variant: str, policy: Path, seed: i
                 break
         for g in graphs:
             g.check_alive()                # nothing may have died
+        probe.settle_diagnostics(graphs)
+        faults = probe.watch.faults_since(window)
         loss_report = _loss_report(probe, stopped_at) if stopped_at is not None else None
     data = probe.data
     during = np.asarray(data.command_time)
@@ -106,13 +114,8 @@ def run_trial(probe: LiveProbe, model: Path, variant: str, policy: Path, seed: i
                        latency_p50_ms=_value(values, "latency_p50_ms"),
                        latency_p99_ms=_value(values, "latency_p99_ms"),
                        last_status=data.policy_status[-1][2] if data.policy_status else "",
-                       estimator_loss=loss_report, driver_tripped=_tripped(log_dir),
+                       estimator_loss=loss_report, void=describe(faults) if faults else "",
                        trace=[[round(float(times[k]), 3), round(float(forces[k]), 3)] for k in keep])
-
-
-def _tripped(log_dir: Path) -> bool:
-    log = log_dir / "follower_arm_driver.log"
-    return log.is_file() and "follower tripped" in log.read_text(errors="replace")
 
 
 def _loss_report(probe: LiveProbe, stopped_at: float) -> dict:
@@ -135,8 +138,10 @@ def _loss_report(probe: LiveProbe, stopped_at: float) -> dict:
 
 
 def evaluate(model: Path, policies: dict[str, Path], seeds: list[int], out: Path, *, loss_at: float | None = None,
-             log: Callable[[str], None] = print) -> list[TrialResult]:
+             log: Callable[[str], None] = print, voided: list[dict] | None = None) -> list[TrialResult]:
+    """Every (policy, seed) trial; ``voided`` collects each void attempt (variant, seed, attempt, reason)."""
     results: list[TrialResult] = []
+    voided = [] if voided is None else voided
     probe = LiveProbe()
     began = time.monotonic()
     total = len(policies) * len(seeds)
@@ -151,12 +156,14 @@ def evaluate(model: Path, policies: dict[str, Path], seeds: list[int], out: Path
                             raise
                         log(f"{variant} seed {seed}: {exc}; running the trial again")
                         continue
-                    if not result.driver_tripped:
+                    if not result.void:
                         break
-                    log(f"{variant} seed {seed}: the follower driver tripped (host stall, see its log); running "
-                        "the trial again")
+                    voided.append({"variant": variant, "seed": seed, "attempt": attempt + 1, "reason": result.void})
+                    log(f"{variant} seed {seed}: VOID ({result.void})"
+                        + ("; running the trial again" if attempt < RERUNS else "; no valid attempt left"))
                 results.append(result)
-                outcome = "success" if result.success else ("slam" if result.slammed else "fail")
+                outcome = "VOID" if result.void else \
+                    ("success" if result.success else ("slam" if result.slammed else "fail"))
                 extra = ""
                 if result.estimator_loss is not None:
                     report = result.estimator_loss
@@ -174,11 +181,13 @@ def evaluate(model: Path, policies: dict[str, Path], seeds: list[int], out: Path
 def table_lines(results: list[TrialResult]) -> list[str]:
     """The paper-style behaviour-cloning table: one row per policy."""
     lines = [f"press_hold: hold {FORCE_BAND[0]:g}-{FORCE_BAND[1]:g} N on a fixture of unknown height "
-             f"(ground truth of the simulated rig)",
+             f"(ground truth of the simulated rig; void trials left out)",
              f"{'policy':<22} {'trials':>6} {'success':>8} {'peak force (N)':>15} {'time (s)':>9} {'slams':>6} "
              f"{'rate (Hz)':>9} {'p99 latency (ms)':>17}"]
     for variant in dict.fromkeys(r.variant for r in results):
-        rows = [r for r in results if r.variant == variant]
+        rows = [r for r in results if r.variant == variant and not r.void]
+        if not rows:
+            continue
         success = np.mean([r.success for r in rows]) * 100
         peak = np.mean([r.peak_force for r in rows])
         done = [r.time_to_success for r in rows if r.success]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from na_bringup.live_integrity import IntegrityWatch
 from na_common import topics
 from na_common.stamps import stamp_seconds
 
@@ -21,6 +22,7 @@ class LiveError(RuntimeError):
 
 
 STOP = threading.Event()
+DIAGNOSTICS_SETTLE_S = 1.2    # drivers publish /diagnostics once a second: wait for the last word on a window
 
 
 def stop_on_signals() -> None:
@@ -44,7 +46,13 @@ class Collected:
     policy_values: dict[str, str] = field(default_factory=dict)
 
 
+POLICY_STATUS = "policy"      # the policy node's /diagnostics status (its stops are behaviour, not rig faults)
+
+
 class LiveProbe:
+    """Collects what a live run publishes and watches its integrity (:class:`IntegrityWatch`: arm states,
+    /diagnostics), so that a run on a tripped arm or a rig that fell behind is known to be void."""
+
     def __init__(self) -> None:
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
@@ -64,15 +72,23 @@ class LiveProbe:
         self.node.create_subscription(WrenchStamped, topics.TRUTH_WRENCH, self._on_truth, 100)
         self.node.create_subscription(JointCommand, topics.FOLLOWER_COMMAND, self._on_command, 100)
         self.node.create_subscription(ArmState, topics.FOLLOWER_ARM_STATE, self._on_state, 100)
+        self.node.create_subscription(ArmState, topics.LEADER_ARM_STATE, self._on_leader_state, 100)
         self.node.create_subscription(WrenchStamped, topics.ESTIMATED_FORCE, self._on_force, 100)
         self.node.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, 20)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
+        self.watch = IntegrityWatch(ignored_statuses=(POLICY_STATUS,))
 
-    def reset(self) -> None:
-        """Forget what was collected; from now on, take only messages stamped after this instant."""
+    def reset(self, arms: tuple[str, ...] = ("leader", "follower")) -> None:
+        """Forget what was collected; from now on, take only messages stamped after this instant. ``arms``: the
+        arm drivers this run starts (whose states the integrity watch expects)."""
         self.data = Collected()
-        self.since = self.node.get_clock().now().nanoseconds * 1e-9
+        self.since = self.now()
+        self.watch = IntegrityWatch(arms, ignored_statuses=(POLICY_STATUS,))
+
+    def now(self) -> float:
+        """Seconds on the node's ROS clock (the clock of the message stamps)."""
+        return self.node.get_clock().now().nanoseconds * 1e-9
 
     def _fresh(self, msg) -> bool:
         return stamp_seconds(msg.header.stamp) >= self.since
@@ -125,6 +141,11 @@ class LiveProbe:
             return
         self.data.state_time.append(stamp_seconds(msg.header.stamp))
         self.data.state_position.append(list(msg.position))
+        self.watch.arm_state("follower", stamp_seconds(msg.header.stamp), msg.stale)
+
+    def _on_leader_state(self, msg) -> None:
+        if self._fresh(msg):
+            self.watch.arm_state("leader", stamp_seconds(msg.header.stamp), msg.stale)
 
     def _on_force(self, msg) -> None:
         if self._fresh(msg):
@@ -133,11 +154,23 @@ class LiveProbe:
     def _on_diagnostics(self, msg) -> None:
         if not self._fresh(msg):
             return
+        stamp = stamp_seconds(msg.header.stamp)
         for status in msg.status:
-            if status.name == "policy":
-                level = status.level[0] if isinstance(status.level, bytes) else int(status.level)
+            level = status.level[0] if isinstance(status.level, bytes) else int(status.level)
+            self.watch.diagnostic(stamp, status.name, level, status.message)
+            if status.name == POLICY_STATUS:
                 self.data.policy_status.append((time.monotonic(), level, status.message))
                 self.data.policy_values = {kv.key: kv.value for kv in status.values}
+
+    def wait_until_steady(self, timeout: float, what: str, graphs: Iterable = (), logs: str = "",
+                          extra: Callable[[], bool] = lambda: True) -> None:
+        """Until every expected arm streamed a steady window without a fault (and ``extra()``)."""
+        self.spin_until(lambda: self.watch.ready(self.now()) and extra(), timeout, f"a steady graph ({what})",
+                        graphs, logs)
+
+    def settle_diagnostics(self, graphs: Iterable = ()) -> None:
+        """Spin long enough for the drivers' once-a-second /diagnostics to report the end of a window."""
+        self.spin_for(DIAGNOSTICS_SETTLE_S, graphs)
 
     def truth_since(self, start: float) -> tuple[np.ndarray, np.ndarray]:
         t = np.asarray(self.data.truth_time)
