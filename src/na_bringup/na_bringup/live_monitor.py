@@ -27,12 +27,49 @@ class Recording:
         return {name: np.asarray(value, dtype=float) for name, value in self.__dict__.items()}
 
 
+def status_level(status) -> int:
+    """The level of a ``diagnostic_msgs/DiagnosticStatus`` as an int (rclpy gives a byte)."""
+    return status.level[0] if isinstance(status.level, bytes) else int(status.level)
+
+
+class GraphWatch:
+    """Feeds an :class:`IntegrityWatch` from ``node``'s subscriptions to both arm states and ``/diagnostics``.
+
+    ``accept(msg)`` filters messages (e.g. a probe's own injected states, or those of an earlier run);
+    ``on_status(stamp, status)`` sees every accepted diagnostic status too. Replace ``watch`` per run.
+    """
+
+    def __init__(self, node, watch: IntegrityWatch | None = None, accept=lambda msg: True, on_status=None) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        from na_msgs.msg import ArmState
+
+        self.watch = watch or IntegrityWatch()
+        self._accept, self._on_status = accept, on_status
+        node.create_subscription(ArmState, topics.LEADER_ARM_STATE, lambda m: self._state("leader", m), 100)
+        node.create_subscription(ArmState, topics.FOLLOWER_ARM_STATE, lambda m: self._state("follower", m), 100)
+        node.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._diagnostics, 50)
+
+    def _state(self, arm: str, msg) -> None:
+        if self._accept(msg):
+            self.watch.arm_state(arm, stamp_seconds(msg.header.stamp), msg.stale)
+
+    def _diagnostics(self, msg) -> None:
+        if not self._accept(msg):
+            return
+        stamp = stamp_seconds(msg.header.stamp)
+        for status in msg.status:
+            self.watch.diagnostic(stamp, status.name, status_level(status), status.message)
+            if self._on_status is not None:
+                self._on_status(stamp, status)
+
+
 class LiveMonitor:
-    """Subscribes to /estimator/estimate and /sim/truth/wrench in the given rclpy context."""
+    """Subscribes to /estimator/estimate and /sim/truth/wrench in the given rclpy context, and watches the
+    graph's integrity (:class:`GraphWatch`)."""
 
     def __init__(self, context, watch: IntegrityWatch | None = None) -> None:
         import rclpy
-        from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import WrenchStamped
 
         from na_msgs.msg import ActuatorEstimate, ArmState
@@ -46,30 +83,28 @@ class LiveMonitor:
         self.node.create_subscription(ActuatorEstimate, topics.ESTIMATE, self._on_estimate, 100)
         self.node.create_subscription(WrenchStamped, topics.TRUTH_WRENCH, self._on_truth, 100)
         self.node.create_subscription(ArmState, topics.FOLLOWER_ARM_STATE, self._on_state, 100)
-        self.node.create_subscription(ArmState, topics.LEADER_ARM_STATE, self._on_leader_state, 100)
-        self.node.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, 50)
         self.state_pub = self.node.create_publisher(ArmState, topics.FOLLOWER_ARM_STATE, 10)
-        self.watch = watch or IntegrityWatch()
         self._injected_keys: set[tuple[int, int]] = set()
+        self.graph = GraphWatch(self.node, watch, accept=lambda msg: not self._injected(msg))
+
+    @property
+    def watch(self) -> IntegrityWatch:
+        return self.graph.watch
+
+    @watch.setter
+    def watch(self, watch: IntegrityWatch) -> None:
+        self.graph.watch = watch
+
+    def _injected(self, msg) -> bool:
+        return (msg.header.stamp.sec, msg.header.stamp.nanosec) in self._injected_keys
 
     def now(self) -> float:
         """Seconds on the node's ROS clock (the clock of the stamps the watch compares)."""
         return self._now()
 
     def _on_state(self, msg) -> None:
-        if (msg.header.stamp.sec, msg.header.stamp.nanosec) in self._injected_keys:
-            return                                  # our own stale probe, not the driver's
-        self.last_state = msg
-        self.watch.arm_state("follower", stamp_seconds(msg.header.stamp), msg.stale)
-
-    def _on_leader_state(self, msg) -> None:
-        self.watch.arm_state("leader", stamp_seconds(msg.header.stamp), msg.stale)
-
-    def _on_diagnostics(self, msg) -> None:
-        stamp = stamp_seconds(msg.header.stamp)
-        for status in msg.status:
-            self.watch.diagnostic(stamp, status.name, status.level[0] if isinstance(status.level, bytes)
-                                  else int(status.level), status.message)
+        if not self._injected(msg):                 # our own stale probe is not the driver's state
+            self.last_state = msg
 
     def inject_stale(self, count: int, age: float = 0.5) -> int:
         """Publish ``count`` copies of the latest follower state stamped ``age`` s in the past (as a
@@ -98,7 +133,7 @@ class LiveMonitor:
 
     def _on_estimate(self, msg) -> None:
         self.all_estimate_stamps.add((msg.header.stamp.sec, msg.header.stamp.nanosec))
-        if (msg.header.stamp.sec, msg.header.stamp.nanosec) not in self._injected_keys:
+        if not self._injected(msg):
             self.watch.estimate(stamp_seconds(msg.header.stamp))
         if not self.active:
             return

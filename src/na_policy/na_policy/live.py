@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from na_bringup.live_integrity import IntegrityWatch
+from na_bringup.live_monitor import GraphWatch, status_level
 from na_common import topics
 from na_common.stamps import stamp_seconds
 
@@ -55,7 +56,6 @@ class LiveProbe:
 
     def __init__(self) -> None:
         import rclpy
-        from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import WrenchStamped
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
@@ -72,19 +72,22 @@ class LiveProbe:
         self.node.create_subscription(WrenchStamped, topics.TRUTH_WRENCH, self._on_truth, 100)
         self.node.create_subscription(JointCommand, topics.FOLLOWER_COMMAND, self._on_command, 100)
         self.node.create_subscription(ArmState, topics.FOLLOWER_ARM_STATE, self._on_state, 100)
-        self.node.create_subscription(ArmState, topics.LEADER_ARM_STATE, self._on_leader_state, 100)
         self.node.create_subscription(WrenchStamped, topics.ESTIMATED_FORCE, self._on_force, 100)
-        self.node.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, 20)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
-        self.watch = IntegrityWatch(ignored_statuses=(POLICY_STATUS,))
+        self.graph = GraphWatch(self.node, IntegrityWatch(ignored_statuses=(POLICY_STATUS,)), accept=self._fresh,
+                                on_status=self._on_status)
+
+    @property
+    def watch(self) -> IntegrityWatch:
+        return self.graph.watch
 
     def reset(self, arms: tuple[str, ...] = ("leader", "follower")) -> None:
         """Forget what was collected; from now on, take only messages stamped after this instant. ``arms``: the
         arm drivers this run starts (whose states the integrity watch expects)."""
         self.data = Collected()
         self.since = self.now()
-        self.watch = IntegrityWatch(arms, ignored_statuses=(POLICY_STATUS,))
+        self.graph.watch = IntegrityWatch(arms, ignored_statuses=(POLICY_STATUS,))
 
     def now(self) -> float:
         """Seconds on the node's ROS clock (the clock of the message stamps)."""
@@ -141,26 +144,15 @@ class LiveProbe:
             return
         self.data.state_time.append(stamp_seconds(msg.header.stamp))
         self.data.state_position.append(list(msg.position))
-        self.watch.arm_state("follower", stamp_seconds(msg.header.stamp), msg.stale)
-
-    def _on_leader_state(self, msg) -> None:
-        if self._fresh(msg):
-            self.watch.arm_state("leader", stamp_seconds(msg.header.stamp), msg.stale)
 
     def _on_force(self, msg) -> None:
         if self._fresh(msg):
             self.data.estimator_force += 1
 
-    def _on_diagnostics(self, msg) -> None:
-        if not self._fresh(msg):
-            return
-        stamp = stamp_seconds(msg.header.stamp)
-        for status in msg.status:
-            level = status.level[0] if isinstance(status.level, bytes) else int(status.level)
-            self.watch.diagnostic(stamp, status.name, level, status.message)
-            if status.name == POLICY_STATUS:
-                self.data.policy_status.append((time.monotonic(), level, status.message))
-                self.data.policy_values = {kv.key: kv.value for kv in status.values}
+    def _on_status(self, _stamp: float, status) -> None:
+        if status.name == POLICY_STATUS:
+            self.data.policy_status.append((time.monotonic(), status_level(status), status.message))
+            self.data.policy_values = {kv.key: kv.value for kv in status.values}
 
     def wait_until_steady(self, timeout: float, what: str, graphs: Iterable = (), logs: str = "",
                           extra: Callable[[], bool] = lambda: True) -> None:
