@@ -1,12 +1,19 @@
-"""Diagnostic levels of every core and node (ROS-free).
+"""Diagnostic levels and status names of every core and node (ROS-free).
 
 The numbers are those of ``diagnostic_msgs/DiagnosticStatus`` (OK 0, WARN 1, ERROR 2, STALE 3), so a
 core decides a level without importing ROS and a node turns it into the message's byte with
-:func:`na_common.ros_node.diagnostic_status`.
+:func:`na_common.ros_node.diagnostic_status`; :func:`na_common.ros_node.status_reports` turns a received
+``DiagnosticArray`` into :class:`StatusReport` for a core.
+
+A driver names each of its statuses ``"<node's full name>: <part>"``; the arm driver's parts are spelled
+here once (:data:`BUS_PART`, :data:`TRIP_PART`, ``servo <id> (<joint>)``), so consumers (recorder, teleop)
+recognise them without guessing at messages.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 
@@ -18,3 +25,44 @@ class Level(IntEnum):
 
 
 OK, WARN, ERROR, STALE = Level.OK, Level.WARN, Level.ERROR, Level.STALE
+
+# Parts of an arm driver's status names.
+BUS_PART = "bus"                 # the serial bus: ERROR when the port is lost or the bus loop stopped
+TRIP_PART = "trip"               # ERROR while a servo is tripped (follower: torque off, holding until ~/reboot)
+SERVO_PART_PREFIX = "servo "     # one per servo: "servo 13 (joint3)"
+TRIP_REASON_KEY = "reason"       # value of the trip status: the tripped servos and why, "" when none is
+
+
+def status_name(node: str, part: str) -> str:
+    """The name of one of ``node``'s statuses."""
+    return f"{node}: {part}"
+
+
+def split_status_name(name: str) -> tuple[str, str]:
+    """``(node, part)`` of a status name; part is "" for a name without one (e.g. ``"estimator"``)."""
+    node, separator, part = name.partition(": ")
+    return (node, part) if separator else (name, "")
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """One received ``DiagnosticStatus``, free of ROS types."""
+
+    name: str
+    level: Level
+    message: str
+    hardware_id: str = ""
+    values: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def node(self) -> str:
+        return split_status_name(self.name)[0]
+
+    @property
+    def part(self) -> str:
+        return split_status_name(self.name)[1]
+
+    @property
+    def failed(self) -> bool:
+        """ERROR or STALE: the source says it is not working."""
+        return self.level >= ERROR

@@ -59,11 +59,19 @@ def restricted_condition(joint: str) -> str:
 
 SOURCES = ("live", "generated")
 
+# Integrity of a live episode (written by the recorder from /diagnostics): ``faults`` lists every driver or
+# estimator ERROR/STALE status seen during the episode (a list of dicts, see docs/INTERFACES.md); ``void`` is
+# true when an arm driver tripped or its bus or a servo went silent, with ``void_reason`` the first such fault.
+FAULTS_KEY = "faults"
+VOID_KEY = "void"
+VOID_REASON_KEY = "void_reason"
+
 # Episode metadata keys (docs/INTERFACES.md) and the Python type each holds.
-STRING_KEYS = ("task", "force_source", "condition", "operator", "notes", "source", "task_instance", "robot")
+STRING_KEYS = ("task", "force_source", "condition", "operator", "notes", "source", "task_instance", "robot",
+               VOID_REASON_KEY)
 INT_KEYS = ("episode_id", "start_stamp", "stop_stamp", "seed")
 FLOAT_KEYS = ("payload_grams",)
-BOOL_KEYS = ("complete",)
+BOOL_KEYS = ("complete", VOID_KEY)
 REQUIRED_KEYS = ("task", "payload_grams", "force_source", "condition", "source")
 
 # Message types of the episode topics (docs/INTERFACES.md "Topics"), spelled once in na_common.topics.
@@ -196,6 +204,13 @@ def task_instance_id(task: str, payload_grams: float, condition: str) -> str:
     return f"{task}_{grams}g_{condition}"
 
 
+def void_reason(metadata: Mapping[str, Any]) -> str | None:
+    """Why an episode's metadata marks it void (a driver tripped or a bus went silent), or None when it does not."""
+    if not metadata.get(VOID_KEY):
+        return None
+    return str(metadata.get(VOID_REASON_KEY) or "marked void (no reason recorded)")
+
+
 def validate_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """Check the keys and values of episode metadata and fill the optional ones."""
     missing = [k for k in REQUIRED_KEYS if k not in metadata]
@@ -220,6 +235,10 @@ def validate_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     for key in STRING_KEYS:
         if key in meta:                    # ``robot`` is optional (recordings without it name no robot)
             meta[key] = str(meta[key])
+    if VOID_KEY in meta:
+        meta[VOID_KEY] = bool(meta[VOID_KEY])
+    if not isinstance(meta.get(FAULTS_KEY, []), list):
+        raise EpisodeBagError(f"episode metadata '{FAULTS_KEY}' must be a list, got {meta[FAULTS_KEY]!r}")
     try:
         metadata_to_custom_data(meta)
     except (TypeError, ValueError) as err:
@@ -350,6 +369,13 @@ class EpisodeWriter:
         content = dict(self.metadata)
         content["topics"] = {name: {"type": self._types[name], "count": self._counts[name]} for name in self._types}
         _write_json_atomic(self.sidecar_path, content)
+
+    def update_metadata(self, values: Mapping[str, Any]) -> None:
+        """Add or change episode metadata while recording (e.g. a fault seen): the sidecar says it at once, so a
+        recording that is killed keeps it; ``close`` writes it into metadata.yaml too."""
+        self._check_open()
+        self.metadata = validate_metadata({**self.metadata, **values})
+        self._write_sidecar()
 
     def add_topic(self, name: str, msgtype: str) -> None:
         """Register a topic before writing to it (type must be known to the type store)."""

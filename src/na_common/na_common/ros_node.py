@@ -20,7 +20,7 @@ from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
-from na_common.diagnostics import Level
+from na_common.diagnostics import Level, StatusReport
 from na_common.stamps import clock_ns_at, split_ns
 
 # Parameters every rclpy node declares itself (never reported as undeclared).
@@ -173,3 +173,14 @@ def diagnostic_array(node: Node, statuses: list[DiagnosticStatus]) -> Diagnostic
     array = DiagnosticArray(status=statuses)
     array.header.stamp = node.get_clock().now().to_msg()
     return array
+
+
+def status_reports(array: DiagnosticArray) -> list[StatusReport]:
+    """The statuses of a received ``DiagnosticArray`` as ROS-free :class:`StatusReport` (for a core)."""
+    reports = []
+    for status in array.status:
+        level = status.level[0] if isinstance(status.level, (bytes, bytearray)) else int(status.level)
+        reports.append(StatusReport(name=status.name, level=Level(min(level, Level.STALE)), message=status.message,
+                                    hardware_id=status.hardware_id,
+                                    values={kv.key: kv.value for kv in status.values}))
+    return reports

@@ -12,6 +12,14 @@ LEADER_NS = "/leader"
 FOLLOWER_NS = "/follower"
 FT_NS = "/ft"
 
+# The arm driver's node name (one in each arm's namespace) and its services, relative to the node.
+ARM_DRIVER_NODE = "arm_driver"
+REBOOT_SERVICE = "reboot"        # std_srvs/Trigger: reboot tripped servos, a follower re-arms torque at its pose
+TORQUE_SERVICE = "torque"        # std_srvs/SetBool
+LEADER_DRIVER = f"{LEADER_NS}/{ARM_DRIVER_NODE}"
+FOLLOWER_DRIVER = f"{FOLLOWER_NS}/{ARM_DRIVER_NODE}"
+FOLLOWER_REBOOT = f"{FOLLOWER_DRIVER}/{REBOOT_SERVICE}"
+
 # Names relative to a driver's namespace.
 ARM_STATE = "arm_state"          # na_msgs/ArmState, one bus read of all servos
 JOINT_STATES = "joint_states"    # sensor_msgs/JointState, for RViz
@@ -28,7 +36,7 @@ FT_WRENCH = f"{FT_NS}/{WRENCH}"
 GRASP = "/episode/grasp"                 # std_msgs/Bool, true while a payload is held
 TRUTH_WRENCH = "/sim/truth/wrench"       # simulated rig only: force on the tool, base frame
 TRUTH_CONTACT = "/sim/truth/contact"     # simulated rig only
-DIAGNOSTICS = "/diagnostics"
+DIAGNOSTICS = "/diagnostics"             # diagnostic_msgs/DiagnosticArray of drivers, estimator, teleop, policy
 
 ESTIMATOR_NS = "/estimator"
 ESTIMATE = f"{ESTIMATOR_NS}/estimate"

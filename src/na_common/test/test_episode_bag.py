@@ -204,3 +204,22 @@ def test_numpy_metadata_values_are_stored_as_plain_json(tmp_path):
         assert reader.metadata["seed"] == 4 and reader.metadata["fixture"]["position"] == [0.2, 0.0, 0.1]
     with pytest.raises(eb.EpisodeBagError, match="cannot be stored"):
         eb.EpisodeWriter(tmp_path, _metadata(notes_extra=object()))
+
+
+def test_integrity_keys_round_trip_and_update_the_sidecar_while_recording(tmp_path):
+    fault = {"kind": "trip", "status": "/follower/arm_driver: trip", "level": "ERROR", "message": "tripped",
+             "hardware_id": "/dev/ttyUSB1", "since_ns": T0, "until_ns": None, "void": True}
+    writer = eb.EpisodeWriter(tmp_path, _metadata(source="live", faults=[], void=False, void_reason=""))
+    writer.update_metadata({"faults": [fault], "void": True, "void_reason": "/follower/arm_driver: trip: tripped"})
+    sidecar = json.loads(writer.sidecar_path.read_text())           # at once, before the episode ends
+    assert sidecar["void"] is True and sidecar["faults"] == [fault] and sidecar["complete"] is False
+    path = writer.close()
+    custom = yaml.safe_load((path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]["custom_data"]
+    assert custom["void"] == "true" and json.loads(custom["faults"]) == [fault]
+    with eb.EpisodeReader(path) as reader:
+        meta = reader.metadata
+    assert meta["void"] is True and meta["faults"] == [fault]
+    assert eb.void_reason(meta) == "/follower/arm_driver: trip: tripped"
+    assert eb.void_reason({"void": False, "void_reason": "x"}) is None and eb.void_reason({}) is None
+    with pytest.raises(eb.EpisodeBagError, match="'faults' must be a list"):
+        eb.validate_metadata(_metadata(faults="tripped"))
