@@ -121,6 +121,7 @@ class ArmDriverCore:
                 for event in self.health.update_reply(k, time.monotonic(), 0.0, error):
                     self.log(event.level, event.message + "; reboot it (~/reboot) before enabling torque")
         self._goal_joint = self.spec.servo_to_joint(self.backend.read_goals())
+        self.health.answered_at(time.monotonic())
         if self.config.is_follower:
             if self.health.tripped:
                 self.log(ERROR, "follower stays torque-off: " + "; ".join(s.label for s in self.health.tripped))
@@ -243,7 +244,7 @@ class ArmDriverCore:
 
     def _trip_torque_off(self) -> None:
         """Follower trip: torque off on every servo (with retries) and hold until ~/reboot or ~/torque."""
-        reasons = "; ".join(f"{s.label}: {s.trip_reason}" for s in self.health.tripped)
+        reasons = self.health.trip_reasons()
         failed = []
         for sid in self.ids:
             try:
@@ -330,15 +331,15 @@ class ArmDriverCore:
             raise BusError(f"port '{self.config.port}' is lost")
         if enable:
             if self.health.tripped:
-                raise BusError("tripped, reboot first: " + "; ".join(f"{s.label}: {s.trip_reason}"
-                                                                     for s in self.health.tripped))
+                raise BusError("tripped, reboot first: " + self.health.trip_reasons())
             self._enable_torque_at_present_pose()
             return "torque on at the present pose"
         self._set_torque_all(False)
         return "torque off"
 
     def reboot_tripped(self) -> str:
-        """Reboot every tripped servo, restore its settings and (follower) torque at the present pose."""
+        """Reboot every tripped servo (hardware error, temperature, or no valid reply for longer than the error
+        timeout), restore its settings and (follower) torque at the present pose."""
         if self.port_lost:
             raise BusError(f"port '{self.config.port}' is lost")
         tripped = [(k, s) for k, s in enumerate(self.health.servos) if s.trip_reason is not None or s.hardware_error]
@@ -354,7 +355,7 @@ class ArmDriverCore:
             if self._error[k]:
                 raise BusError(f"{servo.label} still reports a hardware error after the reboot: "
                                + ", ".join(self.backend.describe_error(self._error[k])))
-            self.health.clear_trip(k)
+            self.health.clear_trip(k, time.monotonic())
         labels = ", ".join(s.label for _, s in tripped)
         if self.config.is_follower:
             self._enable_torque_at_present_pose()
@@ -386,6 +387,15 @@ class ArmDriverCore:
         if not loop_running:
             return ERROR, "bus loop stopped"
         return OK, "running"
+
+    def trip_status(self) -> tuple[Level, str]:
+        """Diagnostic level and message of the arm as a whole: ERROR while a servo is tripped (a follower holds with
+        torque off until ~/reboot), OK otherwise."""
+        reasons = self.health.trip_reasons()
+        if not reasons:
+            return OK, "not tripped"
+        holding = ", torque off and holding" if self.config.is_follower else ""
+        return ERROR, f"{self.config.role} tripped{holding}: {reasons}"
 
     def servo_status(self) -> list[tuple[int, str, Level, str]]:
         """(servo ID, joint, level, message) per servo."""

@@ -21,7 +21,7 @@ from std_msgs.msg import Header
 from std_srvs.srv import SetBool, Trigger
 
 from na_common import topics
-from na_common.diagnostics import ERROR, OK
+from na_common.diagnostics import BUS_PART, ERROR, OK, TRIP_PART, TRIP_REASON_KEY, status_name
 from na_common.ros_node import (
     declare_and_read,
     diagnostic_array,
@@ -76,19 +76,21 @@ PARAMETER_DESCRIPTIONS = {
 
 class ArmDriverNode(Node):
     def __init__(self, **node_kwargs) -> None:
-        super().__init__("arm_driver", **node_kwargs)
+        super().__init__(topics.ARM_DRIVER_NODE, **node_kwargs)
         self.config: ArmConfig = build_config(self._read_parameters())
         self.failed: Future = Future()
         self.core = ArmDriverCore(self.config, log=self._log)
-        self.core.start()
+        self._loop: DeadlineLoop | None = None
+        self._alarm = (False, False)          # (a servo tripped, port lost) as last published on /diagnostics
         try:
+            self.core.start()
             self._state_pub = self.create_publisher(ArmState, topics.ARM_STATE, 10)
             self._joint_pub = self.create_publisher(JointState, topics.JOINT_STATES, 10)
             self._diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
             if self.config.is_follower:
                 self.create_subscription(JointCommand, topics.COMMAND, self._on_command, 10)
-            self.create_service(Trigger, "~/reboot", self._on_reboot)
-            self.create_service(SetBool, "~/torque", self._on_torque)
+            self.create_service(Trigger, f"~/{topics.REBOOT_SERVICE}", self._on_reboot)
+            self.create_service(SetBool, f"~/{topics.TORQUE_SERVICE}", self._on_torque)
             self.create_timer(1.0, self._publish_diagnostics)
             self.published = 0
             self._loop = DeadlineLoop(self.config.period, self._step, name=f"arm-bus {self.config.role}",
@@ -96,7 +98,10 @@ class ArmDriverNode(Node):
                                       on_warning=self.get_logger().warning)
             self._loop.start()
         except BaseException:
-            self.core.shutdown()          # e.g. SIGTERM while starting: the follower must not stay torqued
+            # e.g. SIGTERM while starting: the bus loop stops and the follower must not stay torqued
+            if self._loop is not None:
+                self._loop.stop()
+            self.core.shutdown()
             raise
 
     def _read_parameters(self) -> dict:
@@ -112,11 +117,14 @@ class ArmDriverNode(Node):
         sample = self.core.cycle()
         self.core.dropped_cycles = self._loop.dropped_cycles
         if not self.context.ok():
-            return          # SIGINT/SIGTERM shut the context down: close() stops this loop and turns torque off
+            return          # the context is shut down: nothing to publish to (close() stops this loop)
         stamp = stamp_at(self, sample.stamp)
         self._state_pub.publish(self._arm_state(sample, stamp))
         self._joint_pub.publish(self._joint_state(sample, stamp))
         self.published += 1
+        alarm = (bool(self.core.health.tripped), self.core.port_lost)
+        if alarm != self._alarm:
+            self._publish_diagnostics()      # a trip, a reboot or a lost port is published at once, not within 1 s
 
     def _on_loop_error(self, exc: BaseException) -> None:
         if not self.context.ok():
@@ -163,7 +171,11 @@ class ArmDriverNode(Node):
         return response
 
     def _publish_diagnostics(self) -> None:
+        """Statuses ``<node>: bus``, ``<node>: trip`` (ERROR while a servo is tripped, with the reboot service to
+        call) and ``<node>: servo <id> (<joint>)``. Runs on the timer and, when a trip starts or ends or the port is
+        lost or back, on the bus loop thread."""
         loop, core, counters = self._loop, self.core, self.core.bus.counters
+        self._alarm = (bool(core.health.tripped), core.port_lost)
         name = self.get_fully_qualified_name()
         values = {
             "loop_rate_hz": self.config.loop_rate,
@@ -182,12 +194,20 @@ class ArmDriverNode(Node):
             **{f"run_{k}": v for k, v in loop.run.summary().items()},     # whole run, not the last 1000 cycles
             **counters.as_dict(),
         }
-        statuses = [diagnostic_status(f"{name}: bus", self.config.port, *core.bus_status(loop.running), values)]
+        reboot = f"{name}/{topics.REBOOT_SERVICE}"
+        trip_level, trip_message = core.trip_status()
+        statuses = [
+            diagnostic_status(status_name(name, BUS_PART), self.config.port, *core.bus_status(loop.running), values),
+            diagnostic_status(status_name(name, TRIP_PART), self.config.port, trip_level,
+                              trip_message + (f"; call {reboot}" if trip_level == ERROR else ""),
+                              {TRIP_REASON_KEY: core.health.trip_reasons(), "reboot_service": reboot,
+                               "torque_enabled": core.torque_enabled}),
+        ]
         for k, (sid, joint, level, message) in enumerate(core.servo_status()):
             hw = core.health.servos[k].hardware_error
             temperature = core.health.servos[k].temperature
             statuses.append(diagnostic_status(
-                f"{name}: servo {sid} ({joint})", f"{self.config.port}#{sid}", level, message,
+                status_name(name, f"servo {sid} ({joint})"), f"{self.config.port}#{sid}", level, message,
                 {"hardware_error_status": f"0x{hw:02X}", "hardware_errors": ", ".join(core.backend.describe_error(hw)),
                  "temperature_c": f"{temperature:.0f}"}))
         self._diag_pub.publish(diagnostic_array(self, statuses))
@@ -198,7 +218,8 @@ class ArmDriverNode(Node):
     # ---- shutdown ------------------------------------------------------------------------------
     def close(self) -> None:
         """Stop the loop, torque off (follower, with retries), close the port, destroy the node."""
-        self._loop.stop()
+        if self._loop is not None:
+            self._loop.stop()
         self.core.shutdown()
         self.destroy_node()
 

@@ -99,23 +99,37 @@ class HealthMonitor:
                 events.append(HealthEvent(ERROR, servo.servo_id, servo.joint, f"{servo.label}: {reason}", trip=trip))
         return events
 
-    def clear_trip(self, index: int) -> None:
+    def answered_at(self, now: float) -> None:
+        """Every servo answered at ``now`` (start-up checked them all): the error timeouts count from here, not from
+        when the monitor was made (a slow start-up would otherwise trip the follower on its first cycle)."""
+        for servo in self.servos:
+            servo.last_reply = now
+
+    def clear_trip(self, index: int, now: float) -> None:
+        """Servo ``index`` was recovered (rebooted, answered) at ``now``: its trip is cleared and its error timeout
+        counts from ``now``, so a servo that tripped by falling silent is not reported silent again at once."""
         servo = self.servos[index]
         servo.trip_reason = None
         servo.hardware_error = 0
         servo.temperature_warned = False
+        servo.not_responding = False
+        servo.last_reply = now
 
     @property
     def tripped(self) -> list[ServoHealth]:
         return [s for s in self.servos if s.trip_reason is not None]
 
+    def trip_reasons(self) -> str:
+        """Every tripped servo and why, one line ("" when none is tripped)."""
+        return "; ".join(f"{s.label}: {s.trip_reason}" for s in self.tripped)
+
     def status(self, index: int) -> tuple[Level, str]:
         """Diagnostic level and a one-line message of one servo."""
         servo = self.servos[index]
+        if servo.trip_reason is not None:
+            return ERROR, f"tripped: {servo.trip_reason}" + ("; not responding" if servo.not_responding else "")
         if servo.not_responding:
             return ERROR, "not responding"
-        if servo.trip_reason is not None:
-            return ERROR, f"tripped: {servo.trip_reason}"
         if servo.hardware_error:
             return ERROR, "hardware error: " + ", ".join(self.describe_error(servo.hardware_error))
         if servo.temperature >= self.temperature_warning:
