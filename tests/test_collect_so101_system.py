@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
+from na_bringup.live_integrity import describe
+from na_bringup.live_monitor import GraphWatch
 from na_bringup.paths import config_file
 from na_bringup.sim_graph import launched, ros_env, sim_rig
 from na_common.episode_bag import EpisodeReader
@@ -51,6 +53,11 @@ def test_so101_collect_graph_records_an_episode(ros_graph, tmp_path) -> None:
     node.create_subscription(ArmState, "/follower/arm_state", states.append, 50)
     start = node.create_client(StartEpisode, "/recorder/start")
     stop = node.create_client(StopEpisode, "/recorder/stop")
+    watched = GraphWatch(node)
+
+    def now() -> float:
+        return node.get_clock().now().nanoseconds * 1e-9
+
     with sim_rig(sim_dir, logs, task="go_up_stay", payload_grams=200.0, robot="so101") as (rig, info, port), \
             launched("collect.launch.xml", {"robot": "so101", "sim": "true", "sim_dir": str(sim_dir),
                                             "ft_port": str(port), "output_dir": str(out)},
@@ -60,19 +67,25 @@ def test_so101_collect_graph_records_an_episode(ros_graph, tmp_path) -> None:
         def ready() -> bool:
             rig.check_alive()
             graph.check_alive()
-            return len(states) > (SOFT_START_S + 1.0) * rate and start.service_is_ready()
+            return len(states) > (SOFT_START_S + 1.0) * rate and start.service_is_ready() \
+                and watched.watch.ready(now())
 
-        assert ros_graph.wait_for(ready, 120.0), "the SO-101 graph did not come up"
+        assert ros_graph.wait_for(ready, 120.0), "the SO-101 graph did not come up steadily: " + \
+            describe(watched.watch.faults)
         live = states[-1]
         assert list(live.name) == spec.joint_names and len(live.load) == 6
         request = StartEpisode.Request(info=EpisodeInfo(task="go_up_stay", payload_grams=200.0,
                                                         force_source="payload", condition="nominal"))
         started = ros_graph.call(start, request, 30.0)
         assert started.success, started.message
-        count = len(states)
+        window, count = now(), len(states)
         assert ros_graph.wait_for(lambda: len(states) >= count + EPISODE_SECONDS * rate, 3 * EPISODE_SECONDS)
         stopped = ros_graph.call(stop, StopEpisode.Request(), 30.0)
         assert stopped.success, stopped.message
+        end = now()
+        ros_graph.wait_for(lambda: now() > end + 1.2, 5.0)           # the drivers' once-a-second diagnostics
+        faults = watched.watch.faults_since(window)
+        assert not faults, f"the episode ran on an unsound rig: {describe(faults)}"
 
     with EpisodeReader(stopped.path) as reader:
         meta = reader.metadata

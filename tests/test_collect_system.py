@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import yaml
 
+from na_bringup.live_integrity import IntegrityWatch, describe
+from na_bringup.live_monitor import GraphWatch
 from na_bringup.paths import config_file
 from na_bringup.sim_graph import launched, ros_env, sim_rig
 from na_common.bag_repair import recover_incomplete_episodes
@@ -64,17 +66,24 @@ class Operator:
         self.start_client = self.node.create_client(StartEpisode, "/recorder/start")
         self.stop_client = self.node.create_client(StopEpisode, "/recorder/stop")
         self.tare_client = self.node.create_client(Trigger, "/ft/ft_driver/tare")
+        self.graph = GraphWatch(self.node)
+
+    def now(self) -> float:
+        return self.node.get_clock().now().nanoseconds * 1e-9
 
     def wait_ready(self, graphs) -> None:
+        """A steady graph (both arms on time, nothing tripped) past the teleop's soft start, services up."""
         base = len(self.states)
+        self.graph.watch = IntegrityWatch()
 
         def ready() -> bool:
             for graph in graphs:
                 graph.check_alive()
             services = (self.start_client, self.tare_client)
             # 4 s of follower states: past the teleop's 3 s soft start (na_bringup/config/teleop.yaml)
-            return len(self.states) - base > 4 * ARM_RATE_HZ and all(c.service_is_ready() for c in services)
-        assert self.wait_for(ready, 120.0), "graph did not come up"
+            return len(self.states) - base > 4 * ARM_RATE_HZ and all(c.service_is_ready() for c in services) \
+                and self.graph.watch.ready(self.now())
+        assert self.wait_for(ready, 120.0), "graph did not come up steadily: " + describe(self.graph.watch.faults)
 
     def call(self, client, request, timeout: float = 30.0):
         return self._call(client, request, timeout)
@@ -90,9 +99,14 @@ class Operator:
                            operator_name="system-test")
         started = self.call(self.start_client, StartEpisode.Request(info=info))
         assert started.success, started.message
-        count = len(self.states)
+        window, count = self.now(), len(self.states)
         assert self.wait_for(lambda: len(self.states) >= count + seconds * ARM_RATE_HZ, seconds * 3)
-        return self.call(self.stop_client, StopEpisode.Request())
+        stopped = self.call(self.stop_client, StopEpisode.Request())
+        end = self.now()
+        self.wait_for(lambda: self.now() > end + 1.2, 5.0)       # the drivers' once-a-second diagnostics
+        faults = self.graph.watch.faults_since(window)
+        assert not faults, f"the {task} episode ran on an unsound rig: {describe(faults)}"
+        return stopped
 
 
 def check_rates(path: str, expected: dict[str, float]) -> dict[str, float]:

@@ -22,6 +22,7 @@ import pytest
 
 from na_bringup.demo import Demo, build_parser
 from na_bringup.live_eval import LiveScore, score_live
+from na_bringup.live_integrity import IntegrityWatch, describe
 from na_bringup.sim_graph import launched, ros_env, sim_rig
 
 LIVE_PAYLOAD_GRAMS = 400.0     # not among the training payloads (200, 300, 500 g)
@@ -113,11 +114,18 @@ class LivePhases:
                 launched("estimator.launch.xml", {"model": str(self.model)}, log_dir, env=ros_env()) as estimator:
             self.graphs = (rig, teleop, estimator)
             monitor = self.monitor
+            monitor.watch = IntegrityWatch(estimate_gap_limit_s=1.0)
+            before = len(monitor.all_estimate_stamps)
+            self.spin_until(lambda: monitor.watch.ready(monitor.now()) and len(monitor.all_estimate_stamps) - before
+                            > 60, 120.0, f"a steady graph with estimates during {task}")
             monitor.recording, monitor.active = Recording(), True
-            self.spin_until(lambda: len(monitor.recording.estimate_stamps) > 60, 120.0, f"estimates during {task}")
-            begin = time.monotonic()
+            window, begin = monitor.now(), time.monotonic()
             self.spin_until(lambda: time.monotonic() - begin > seconds, seconds + 30.0, task)
             monitor.active = False
+            end = monitor.now()
+            self.spin_until(lambda: monitor.now() > end + 1.2, 10.0, "the drivers' last diagnostics")
+            faults = monitor.watch.faults_since(window, end + 1.2)
+            assert not faults, f"the {task} phase ran on an unsound rig: {describe(faults)}"
             if probes is not None:
                 probes(self)
         return monitor.recording.arrays()
