@@ -30,6 +30,7 @@ PUSH_TASK = "push_px"          # trained on push_px/push_nx and nopush_px (anoth
 TRAIN_TASKS = ["payload", "free", "push_px", "push_nx", "nopush_px"]
 TRAIN_STEPS = 800           # the demo's default
 LIVE_SECONDS = 12.0
+DRILL_SECONDS = 6.0            # each attempt of the fault drill's phase
 # Margins a working estimator meets with room. Measured with 800 steps (and 900): payload force 0.51 x the better
 # constant (0.44), push force 0.82 x (0.76); contact accuracy above the best constant answer by 24 points in the
 # payload phase, 14-19 in the push phase (18). The push force is the weakest: the small CI model finds the push
@@ -265,6 +266,16 @@ def test_trained_estimator_beats_trivial_predictors_live_and_refuses_every_probe
         push = phases.run(PUSH_TASK, 0.0, LIVE_SECONDS, LivePhases.model_swap)
     finally:
         phases.close()
+    # Fault drill: the demo's live phase with the follower's bus silenced for 1 s halfway through the first
+    # attempt; that attempt must be void (the follower's silence named), never scored, and the phase run again.
+    demo.inject_trip, demo.live_phases = True, (("go_up_stay", LIVE_PAYLOAD_GRAMS),)
+    demo.args.live_seconds = DRILL_SECONDS
+    drilled = demo.estimate_live(model, constant)
+    with capsys.disabled():
+        print(f"\nfault drill: void attempts {demo.voided}")
+    assert [(v["phase"], v["attempt"]) for v in demo.voided] == [("go_up_stay_400g", 1)]
+    assert "follower" in demo.voided[0]["reason"], demo.voided[0]["reason"]
+    assert list(drilled) == ["go_up_stay_400g"] and drilled["go_up_stay_400g"][0].estimates > 100
     scores: dict[str, LiveScore] = {}
     for name, data in (("payload", payload), ("push", push)):
         np.savez(demo.out / f"live_{name}.npz", **data)          # for a look after a failure
