@@ -2,33 +2,30 @@
 
 The offline generator (:mod:`na_sim.generate`) reads and writes the rig's registers the way the
 arm drivers do over the bus, without a pty: one Sync Read of the family's state block, decoded
-with the family's table (``na_description.xm430`` / ``na_description.sts3215``, the decoders the
-drivers use), and one Sync Write of Goal Position. Each reader also knows how long those two
-transactions take on the wire (its protocol's packet sizes at the spec's baud rate), which the
-generator adds to the message stamps as a driver stamps its reads.
+by the family's ``decode_states`` (``na_description.xm430`` / ``na_description.sts3215``, the
+functions the drivers' backends call), and one Sync Write of Goal Position. Each reader also knows
+how long those two transactions take on the wire (its protocol's packet sizes at the spec's baud
+rate), which the generator adds to the message stamps as a driver stamps its reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from na_description import sts3215, xm430
+from na_description.servo_state import ServoStates
 from na_description.spec import RobotSpec
 from na_sim import protocol0 as p0
 
 USB_LATENCY_S = 0.001            # FTDI latency timer set to 1 ms (docs/REFERENCES.md, Protocol 2.0)
 
-_XM_STATE_DTYPE = np.dtype([("pwm", "<i2"), ("current", "<i2"), ("velocity", "<i4"), ("position", "<i4"),
-                            ("velocity_trajectory", "<i4"), ("position_trajectory", "<i4"),
-                            ("input_voltage", "<u2"), ("temperature", "u1")])
-assert _XM_STATE_DTYPE.itemsize == xm430.STATE_BLOCK_LENGTH
 _XM_GOAL = xm430.REGISTERS["goal_position"]
 _XM_BLOCK = slice(xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_START + xm430.STATE_BLOCK_LENGTH)
 _XM_HW_ERROR = xm430.REGISTERS["hardware_error_status"].address
-_XM_GOAL_BYTES = slice(_XM_GOAL.address, _XM_GOAL.end)
 
 _STS_GOAL = sts3215.REGISTERS["goal_position"]
 _STS_BLOCK = slice(sts3215.STATE_BLOCK_START, sts3215.STATE_BLOCK_START + sts3215.STATE_BLOCK_LENGTH)
@@ -40,25 +37,29 @@ def bus_seconds(n_bytes: int, baud: int) -> float:
 
 
 class ArmBus:
-    """One arm's bus as its driver uses it; :meth:`sync_read` returns the ArmState fields (spec order, SI)."""
+    """One arm's bus as its driver uses it. :meth:`sync_read` returns every servo's state (spec order, servo side,
+    SI) and the goals the servos hold (joint side; a driver knows them from its own Sync Write)."""
 
+    table: ModuleType            # the family's control table (na_description.xm430 or .sts3215)
     read_seconds: float
     write_seconds: float
 
     def __init__(self, spec: RobotSpec, registers: Sequence[Any]) -> None:
         self.spec, self.registers = spec, list(registers)
-        self.direction = np.array([j.drive_direction for j in spec.joints], dtype=float)
         self.lower, self.upper = spec.servo_angle_limits()
 
     def sync_write_goal(self, goal_joint: np.ndarray) -> None:
         raise NotImplementedError
 
-    def sync_read(self) -> dict[str, np.ndarray]:
+    def sync_read(self) -> tuple[ServoStates, np.ndarray]:
         raise NotImplementedError
 
 
 class XmArmBus(ArmBus):
-    """DYNAMIXEL XM430 on Protocol 2.0: the state block Present PWM .. Present Temperature."""
+    """DYNAMIXEL XM430 on Protocol 2.0: the state block Present PWM .. Present Temperature, and Hardware Error
+    Status (the driver reads it when a reply raises the Alert bit)."""
+
+    table = xm430
 
     def __init__(self, spec: RobotSpec, registers: Sequence[Any]) -> None:
         super().__init__(spec, registers)
@@ -76,32 +77,20 @@ class XmArmBus(ArmBus):
         for regs, value in zip(self.registers, pulses.tolist(), strict=True):
             regs.set(_XM_GOAL.name, value)
 
-    def sync_read(self) -> dict[str, np.ndarray]:
+    def sync_read(self) -> tuple[ServoStates, np.ndarray]:
         """The state block of every servo (one consistent table copy each, as a status packet is)."""
         tables = [regs.snapshot() for regs in self.registers]
-        raw = b"".join(table[_XM_BLOCK] for table in tables)
-        block = np.frombuffer(raw, dtype=_XM_STATE_DTYPE)
-        errors = np.array([table[_XM_HW_ERROR] for table in tables], dtype=np.uint8)
-        goal_pulses = np.frombuffer(b"".join(table[_XM_GOAL_BYTES] for table in tables), dtype="<i4")
-        d = self.direction
-        return {
-            "position": self.spec.servo_to_joint(xm430.pulses_to_rad(block["position"])),
-            "velocity": d * xm430.velocity_units_to_rad_s(block["velocity"]),
-            "current": d * xm430.current_units_to_amp(block["current"]),
-            "pwm": d * xm430.pwm_units_to_fraction(block["pwm"]),
-            "load": np.zeros(0),                     # no load register: ArmState.load stays empty
-            "input_voltage": xm430.voltage_units_to_volt(block["input_voltage"]),
-            "temperature": block["temperature"] * xm430.TEMPERATURE_UNIT_C,
-            "hardware_error": errors,
-            # What the servo was last commanded (the driver knows it from its own Sync Write).
-            "goal_position": self.spec.servo_to_joint(xm430.pulses_to_rad(goal_pulses)),
-        }
+        states = xm430.decode_states([table[_XM_BLOCK] for table in tables],
+                                     errors=[table[_XM_HW_ERROR] for table in tables])
+        goals = [xm430.decode_value(_XM_GOAL, table[_XM_GOAL.address: _XM_GOAL.end]) for table in tables]
+        return states, self.spec.servo_to_joint(xm430.pulses_to_rad(goals))
 
 
 class StsArmBus(ArmBus):
-    """Feetech STS3215 on Protocol 0: the state block Present Position .. Present Current, decoded by
-    :func:`na_description.sts3215.decode_state_block` as the SO-101 driver decodes it. Present Load is
-    published as ``load`` and, being the output duty, as ``pwm`` too (the driver's convention)."""
+    """Feetech STS3215 on Protocol 0: the state block Present Position .. Present Current (Present Load is
+    both ``load`` and ``pwm``, the Status byte the error bits)."""
+
+    table = sts3215
 
     def __init__(self, spec: RobotSpec, registers: Sequence[Any]) -> None:
         super().__init__(spec, registers)
@@ -124,23 +113,11 @@ class StsArmBus(ArmBus):
         for regs, value in zip(self.registers, steps.tolist(), strict=True):
             regs.set(_STS_GOAL.name, value)
 
-    def sync_read(self) -> dict[str, np.ndarray]:
+    def sync_read(self) -> tuple[ServoStates, np.ndarray]:
         tables = [regs.snapshot() for regs in self.registers]
-        blocks = [sts3215.decode_state_block(table[_STS_BLOCK]) for table in tables]
+        states = sts3215.decode_states([table[_STS_BLOCK] for table in tables])
         goals = [sts3215.decode_value(_STS_GOAL, table[_STS_GOAL.address: _STS_GOAL.end]) for table in tables]
-        d = self.direction
-        load = d * np.array([b.load for b in blocks])
-        return {
-            "position": self.spec.servo_to_joint(np.array([b.position for b in blocks])),
-            "velocity": d * np.array([b.velocity for b in blocks]),
-            "current": d * np.array([b.current for b in blocks]),
-            "pwm": load,
-            "load": load,
-            "input_voltage": np.array([b.input_voltage for b in blocks]),
-            "temperature": np.array([b.temperature for b in blocks]),
-            "hardware_error": np.array([b.status & sts3215.STATUS_MASK for b in blocks], dtype=np.uint8),
-            "goal_position": self.spec.servo_to_joint(sts3215.steps_to_rad(goals)),
-        }
+        return states, self.spec.servo_to_joint(sts3215.steps_to_rad(goals))
 
 
 _READERS: dict[str, type[ArmBus]] = {"xm430": XmArmBus, "sts3215": StsArmBus}

@@ -7,7 +7,8 @@ generated bag carries the same topics, types, stamps and units as a live recordi
 
 1. leader driver: one Sync Read of the servo family's state block from every leader servo
    (XM430: Present PWM .. Present Temperature; STS3215: Present Position .. Present Current),
-   decoded with the family's table (:mod:`na_sim.bus_readout`) -> ``/leader/arm_state``,
+   decoded by the functions the drivers decode with (:mod:`na_sim.bus_readout`), its messages' fields
+   built as the driver builds them (:mod:`na_description.arm_state`) -> ``/leader/arm_state``,
    ``/leader/joint_states``; stamp = t + bus time (the read completion, as the drivers stamp it);
 2. follower driver: Sync Write of the last teleop command (one cycle latency), then Sync Read
    -> ``/follower/arm_state``, ``/follower/joint_states``;
@@ -34,8 +35,9 @@ import numpy as np
 from na_common import episode_bag as eb
 from na_common import topics
 from na_description import RobotSpec, load_spec
+from na_description.arm_state import ArmStateFields, arm_state_fields, joint_state_fields
 from na_description.model import Kinematics
-from na_sim.bus_readout import arm_bus
+from na_sim.bus_readout import ArmBus, arm_bus
 from na_sim.rig import Rig
 from na_sim.rig_config import RigConfig, RigConfigError, rig_config_for, robot_name
 from na_sim.tasks import (
@@ -215,7 +217,6 @@ class _Messages:
         self.Bool = c(eb.BOOL)
         self.Header, self.Time = c("std_msgs/msg/Header"), c("builtin_interfaces/msg/Time")
         self.no_stale = np.zeros(spec.n_motors, dtype=bool)
-        self.empty = np.zeros(0)
 
     def header(self, stamp_ns: int, frame: str | None = None):
         """Header for one stamp; messages of the same sample share it (they are only serialised)."""
@@ -225,24 +226,17 @@ class _Messages:
     def slide(self, angle: float) -> float:
         return float(self.spec.gripper.angle_to_slide(angle))
 
-    def arm_state(self, header, role: str, s: dict, goal: np.ndarray, bus_seconds: float):
-        g = self.gripper
-        return self.ArmState(
-            header=header, role=role, name=self.names, position=s["position"],
-            gripper_slide=self.slide(s["position"][g]), goal_gripper_slide=self.slide(goal[g]),
-            velocity=s["velocity"], goal_position=goal, current=s["current"], pwm=s["pwm"],
-            load=s["load"],                  # STS3215: Present Load; XM430: empty (no such register)
-            input_voltage=s["input_voltage"], temperature=s["temperature"], hardware_error=s["hardware_error"],
-            stale=self.no_stale, timeout_errors=0, crc_errors=0, partial_errors=0, dropped_cycles=0,
-            bus_cycle_duration=bus_seconds)
+    def read_arm(self, bus: ArmBus, role: str, bus_seconds: float) -> ArmStateFields:
+        """One driver cycle's read of an arm, as its ArmState fields (every servo fresh, no bus errors)."""
+        states, goal = bus.sync_read()
+        return arm_state_fields(self.spec, role, states, goal, reports_load=bus.table.REPORTS_LOAD,
+                                stale=self.no_stale, bus_cycle_duration=bus_seconds)
 
-    def joint_state(self, header, s: dict):
-        position, velocity = s["position"].copy(), s["velocity"].copy()
-        g = self.gripper
-        position[g] = self.slide(position[g])
-        velocity[g] *= self.spec.gripper.slope
-        return self.JointState(header=header, name=self.names, position=position, velocity=velocity,
-                               effort=self.empty)
+    def arm_state(self, header, fields: ArmStateFields):
+        return self.ArmState(header=header, **fields.message_fields())
+
+    def joint_state(self, header, fields: ArmStateFields):
+        return self.JointState(header=header, **joint_state_fields(self.spec, fields))
 
     def command(self, header, goal: np.ndarray):
         return self.JointCommand(header=header, name=self.names, position=goal,
@@ -304,25 +298,23 @@ def run_episode(rig: Rig, episode: TaskEpisode, writer: eb.EpisodeWriter, start_
         t_ns = start_ns + round(t * 1e9)
         # 1. leader driver
         leader_read = leader_bus.read_seconds + rng.uniform(0, BUS_JITTER_S)
-        leader = leader_bus.sync_read()
+        leader = msgs.read_arm(leader_bus, "leader", leader_read)
         leader_ns = t_ns + round(leader_read * 1e9)
         header = msgs.header(leader_ns)
-        writer.write(topics.LEADER_ARM_STATE, leader_ns,
-                     msgs.arm_state(header, "leader", leader, leader["goal_position"], leader_read))
+        writer.write(topics.LEADER_ARM_STATE, leader_ns, msgs.arm_state(header, leader))
         writer.write(topics.LEADER_JOINT_STATES, leader_ns, msgs.joint_state(header, leader))
         # 2. follower driver: write the previous command, then read
         follower_bus_time = follower_bus.read_seconds + rng.uniform(0, BUS_JITTER_S)
         if pending_command is not None:
             follower_bus.sync_write_goal(pending_command)
             follower_bus_time += follower_bus.write_seconds
-        follower = follower_bus.sync_read()
+        follower = msgs.read_arm(follower_bus, "follower", follower_bus_time)
         follower_ns = t_ns + round(follower_bus_time * 1e9)
         header = msgs.header(follower_ns)
-        writer.write(topics.FOLLOWER_ARM_STATE, follower_ns,
-                     msgs.arm_state(header, "follower", follower, follower["goal_position"], follower_bus_time))
+        writer.write(topics.FOLLOWER_ARM_STATE, follower_ns, msgs.arm_state(header, follower))
         writer.write(topics.FOLLOWER_JOINT_STATES, follower_ns, msgs.joint_state(header, follower))
         # 3. teleop: follower goal = leader pose
-        pending_command = np.clip(leader["position"], follower_bus.lower, follower_bus.upper)
+        pending_command = np.clip(leader.position, follower_bus.lower, follower_bus.upper)
         command_ns = leader_ns + round(TELEOP_DELAY_S * 1e9)
         writer.write(topics.FOLLOWER_COMMAND, command_ns, msgs.command(msgs.header(command_ns), pending_command))
         # 4. operator grasp and ground truth at t
