@@ -5,6 +5,10 @@ the recording path. Durability: the bag's MCAP chunk is closed and fsynced every
 ``flush_period`` s, so a recorder killed with SIGKILL loses at most that much; the episode's
 sidecar says ``complete=false`` until ``stop`` and :func:`na_common.bag_repair.recover_episode`
 makes such a bag readable again (the recorder does it for leftovers at start-up).
+
+Integrity: the node hands every /diagnostics array to :meth:`RecorderCore.on_diagnostics`; the faults of an
+episode (:mod:`na_teleop.episode_faults`: a tripped arm driver, a lost bus, a silent servo, any other ERROR)
+go into its metadata as ``faults``, ``void`` and ``void_reason`` (the sidecar at once, metadata.yaml on stop).
 """
 
 from __future__ import annotations
@@ -13,13 +17,24 @@ import errno
 import json
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from na_common.bag_repair import RepairReport, recover_incomplete_episodes
-from na_common.episode_bag import EpisodeBagError, EpisodeWriter, cdr_header_stamp_ns, has_header, task_instance_id
+from na_common.diagnostics import StatusReport
+from na_common.episode_bag import (
+    FAULTS_KEY,
+    VOID_KEY,
+    VOID_REASON_KEY,
+    EpisodeBagError,
+    EpisodeWriter,
+    cdr_header_stamp_ns,
+    has_header,
+    task_instance_id,
+)
+from na_teleop.episode_faults import Fault, FaultMonitor
 
 REPORT_NAME = "report.json"
 
@@ -58,12 +73,18 @@ class EpisodeReport:
     topics: dict[str, dict[str, float]] = field(default_factory=dict)
     missing_topics: list[str] = field(default_factory=list)
     error: str = ""
+    void: bool = False
+    void_reason: str = ""
+    faults: list[str] = field(default_factory=list)     # one line per fault seen during the episode
 
     def lines(self) -> list[str]:
         head = f"episode {self.episode_id:06d}: {self.duration:.1f} s, {'complete' if self.complete else 'INCOMPLETE'}"
+        if self.void:
+            head += f", VOID ({self.void_reason}; na-train convert leaves it out)"
         rows = [f"  {name:28s} {t['count']:7.0f} msgs {t['rate_hz']:7.1f} Hz  max gap {t['max_gap_s'] * 1e3:6.1f} ms"
                 for name, t in self.topics.items()]
         rows += [f"  {name:28s} no messages" for name in self.missing_topics]
+        rows += [f"  fault: {line}" for line in self.faults]
         return [head, *rows] + ([f"  error: {self.error}"] if self.error else [])
 
 
@@ -83,6 +104,7 @@ class RecorderCore:
         self._last_flush = 0.0
         self.error = ""
         self.repair = RepairReport()
+        self.faults = FaultMonitor()
         for name, msgtype in (topics or {}).items():
             self.add_topic(name, msgtype)
 
@@ -140,11 +162,14 @@ class RecorderCore:
         meta["source"] = "live"
         meta["start_stamp"] = int(stamp_ns)
         meta["task_instance"] = task_instance_id(meta["task"], float(meta["payload_grams"]), meta["condition"])
+        self.faults.begin()                # a fault that is active now belongs to the episode too
+        meta.update(self.faults.metadata())
         try:
             writer = EpisodeWriter(self.output_dir, meta)
             for topic, msgtype in self.topics.items():
                 writer.add_topic(topic, msgtype)
         except (EpisodeBagError, ValueError, OSError) as exc:
+            self.faults.end()
             raise RecorderError(f"cannot start an episode: {exc}") from exc
         self.writer = writer
         self.stats = {topic: TopicStats() for topic in self.topics}
@@ -173,6 +198,18 @@ class RecorderCore:
             except OSError as exc:
                 self._fail(exc)
 
+    def on_diagnostics(self, statuses: Iterable[StatusReport], stamp_ns: int) -> list[Fault]:
+        """One /diagnostics array; returns the faults that began with it. During an episode a new fault is
+        written to the episode's sidecar at once (a recorder killed later keeps it)."""
+        new = self.faults.update(statuses, stamp_ns)
+        writer = self.writer
+        if new and writer is not None and self.faults.recording:
+            try:
+                writer.update_metadata(self.faults.metadata())
+            except OSError as exc:
+                self._fail(exc)
+        return new
+
     def _fail(self, exc: OSError) -> None:
         """A write failed (disk full, device gone): end the episode loudly, keep what is on disk."""
         reason = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
@@ -180,10 +217,12 @@ class RecorderCore:
         if self.writer is not None:
             self.writer.abort()
             self.writer = None
+            self.faults.end()
 
     def stop(self, stamp_ns: int, complete: bool = True) -> EpisodeReport:
         """Finish the episode; ``complete=False`` when the recorder shuts down mid-episode."""
         writer = self._require_writer()
+        writer.metadata.update(self.faults.end())
         try:
             path = writer.close(complete=complete, stop_stamp_ns=stamp_ns)
         except OSError as exc:
@@ -199,6 +238,7 @@ class RecorderCore:
         writer = self._require_writer()
         writer.abort()
         self.writer = None
+        self.faults.end()
         shutil.rmtree(writer.path, ignore_errors=True)
         return writer.path
 
@@ -209,8 +249,11 @@ class RecorderCore:
 
     def _report(self, writer: EpisodeWriter, path: Path, complete: bool, stop_ns: int) -> EpisodeReport:
         start_ns = int(writer.metadata.get("start_stamp") or stop_ns)
-        report = EpisodeReport(int(writer.metadata["episode_id"]), str(path), complete,
-                               max(0.0, (stop_ns - start_ns) * 1e-9), error=self.error)
+        meta = writer.metadata
+        report = EpisodeReport(int(meta["episode_id"]), str(path), complete, max(0.0, (stop_ns - start_ns) * 1e-9),
+                               error=self.error, void=bool(meta.get(VOID_KEY)),
+                               void_reason=meta.get(VOID_REASON_KEY, ""),
+                               faults=[f"{f['status']}: {f['message']}" for f in meta.get(FAULTS_KEY, [])])
         for topic in sorted(set(self.configured_topics) - set(self.stats)):
             report.missing_topics.append(topic)
         for topic, stats in self.stats.items():
@@ -228,5 +271,6 @@ class RecorderCore:
         start_ns = int(self.writer.metadata["start_stamp"])
         return {"recording": True, "episode": self.writer.path.name, "task": self.writer.metadata["task"],
                 "elapsed": max(0.0, (now_ns - start_ns) * 1e-9), "error": self.error,
+                "void": bool(self.writer.metadata.get(VOID_KEY)),
                 "topics": {t: {"count": s.count, "rate_hz": round(s.rate(), 1)} for t, s in self.stats.items()}}
 

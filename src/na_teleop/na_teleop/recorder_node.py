@@ -1,5 +1,6 @@
 """Recorder node: subscribes (raw CDR) to the configured topics as their publishers appear and
-hands the bytes to RecorderCore; start/stop/discard services; a JSON status topic for na-record."""
+hands the bytes to RecorderCore; /diagnostics to its fault monitor (trips and silent buses void an
+episode); start/stop/discard services; a JSON status topic for na-record."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import json
 import sys
 from typing import Any
 
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
 from na_common import topics
-from na_common.ros_node import declare_and_read, run_node, usage
+from na_common.episode_bag import stamp_to_ns
+from na_common.ros_node import declare_and_read, run_node, status_reports, usage
 from na_msgs.srv import DiscardEpisode, StartEpisode, StopEpisode
 from na_teleop.recorder_core import RecorderCore, RecorderError
 
@@ -69,6 +72,7 @@ class RecorderNode(Node):
         self.create_service(StopEpisode, "~/stop", self._on_stop)
         self.create_service(DiscardEpisode, "~/discard", self._on_discard)
         self.status_pub = self.create_publisher(String, "~/status", 10)
+        self.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, 50)
         self.create_timer(p["discovery_period"], self._discover)
         self.create_timer(0.5, self._publish_status)
         self._discover()
@@ -96,6 +100,14 @@ class RecorderNode(Node):
         self.core.on_message(topic, self.get_clock().now().nanoseconds, raw)
         if was_recording and not self.core.recording:
             self.get_logger().error(f"episode ended by a write error: {self.core.error}")
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        stamp_ns = stamp_to_ns(msg.header.stamp) or self.get_clock().now().nanoseconds
+        for fault in self.core.on_diagnostics(status_reports(msg), stamp_ns):
+            if self.core.recording and fault.voids:
+                self.get_logger().error(f"{self.core.writer.path.name} is void: {fault.describe()}")
+            else:
+                self.get_logger().warning(f"fault: {fault.describe()}")
 
     def _on_start(self, request, response):
         info = request.info

@@ -235,3 +235,88 @@ def test_unrepairable_leftovers_are_set_aside_and_never_block_a_start(tmp_path) 
     assert core.writer.path.name == "episode_000004"
     core.stop(1)
     assert core.prepare().set_aside == []                            # a second start has nothing to move
+
+
+# ---- integrity: faults from /diagnostics -----------------------------------------------------------------
+def status(name: str, level: int, message: str):
+    from na_common.diagnostics import Level, StatusReport
+
+    return StatusReport(name=name, level=Level(level), message=message, hardware_id="/dev/ttyUSB1")
+
+
+TRIP_MESSAGE = ("follower tripped, torque off and holding: servo 13 (joint3): no valid reply for 0.52 s (error "
+                "timeout 0.50 s); call /follower/arm_driver/reboot")
+
+
+def healthy_follower():
+    return [status("/follower/arm_driver: bus", 0, "running"), status("/follower/arm_driver: trip", 0, "not tripped"),
+            status("/follower/arm_driver: servo 13 (joint3)", 0, "ok")]
+
+
+def tripped_follower():
+    return [status("/follower/arm_driver: bus", 0, "running"), status("/follower/arm_driver: trip", 2, TRIP_MESSAGE),
+            status("/follower/arm_driver: servo 13 (joint3)", 2, "tripped: no valid reply for 0.52 s (error timeout "
+                                                                  "0.50 s); not responding")]
+
+
+def test_a_follower_trip_during_an_episode_marks_it_void_with_time_and_message(tmp_path) -> None:
+    core = RecorderCore(tmp_path, dict(TOPICS))
+    core.prepare()
+    core.on_diagnostics(healthy_follower(), 900_000_000)
+    writer = core.start({"task": "pick_place"}, stamp_ns=1_000_000_000)
+    core.on_message("/episode/grasp", 1_100_000_000, raw_bool(False))
+    assert not core.on_diagnostics(healthy_follower(), 1_200_000_000)
+    assert len(core.on_diagnostics(tripped_follower(), 1_500_000_000)) == 2
+    # Written at once: a recorder killed now still leaves the episode marked.
+    sidecar = json.loads((writer.path / "episode.json").read_text())
+    assert sidecar["void"] is True and "no valid reply" in sidecar["void_reason"]
+    assert not core.on_diagnostics(tripped_follower(), 1_600_000_000)          # the same trip, reported again
+    core.on_diagnostics(healthy_follower(), 1_800_000_000)                    # rebooted
+    report = core.stop(stamp_ns=2_000_000_000)
+    assert report.void and "VOID" in report.lines()[0] and "no valid reply" in report.lines()[0]
+    with EpisodeReader(report.path) as reader:                                # metadata.yaml custom_data
+        meta = reader.metadata
+    on_disk = json.loads((writer.path / "episode.json").read_text())
+    for source in (meta, on_disk):
+        assert source["void"] is True
+        assert source["void_reason"] == f"/follower/arm_driver: trip: {TRIP_MESSAGE}"
+        trip = [f for f in source["faults"] if f["status"] == "/follower/arm_driver: trip"]
+        assert len(trip) == 1 and len(source["faults"]) == 2
+        assert trip[0]["message"] == TRIP_MESSAGE and trip[0]["level"] == "ERROR" and trip[0]["void"] is True
+        assert trip[0]["since_ns"] == 1_500_000_000 and trip[0]["until_ns"] == 1_800_000_000
+
+
+def test_other_errors_are_recorded_without_voiding_and_episodes_keep_their_own_faults(tmp_path) -> None:
+    core = RecorderCore(tmp_path, dict(TOPICS))
+    core.prepare()
+    core.start({"task": "push"}, stamp_ns=0)
+    core.on_diagnostics([status("estimator", 2, "model failed"),
+                         status("/ft/ft_driver: netft", 3, "no good reading within the stale timeout"),
+                         status("policy", 1, "holding")], 100)
+    first = core.stop(stamp_ns=1_000)
+    with EpisodeReader(first.path) as reader:
+        meta = reader.metadata
+    assert meta["void"] is False and meta["void_reason"] == ""
+    assert sorted((f["status"], f["level"], f["void"]) for f in meta["faults"]) == [
+        ("/ft/ft_driver: netft", "STALE", False), ("estimator", "ERROR", False)]
+    # A trip that began between episodes and lasts into the next one belongs to it; the first stays clean.
+    core.on_diagnostics(tripped_follower(), 2_000)
+    core.start({"task": "push"}, stamp_ns=3_000)
+    second = core.stop(stamp_ns=4_000)
+    with EpisodeReader(second.path) as reader:
+        assert reader.metadata["void"] is True
+        assert {f["since_ns"] for f in reader.metadata["faults"] if f["void"]} == {2_000}
+    with EpisodeReader(first.path) as reader:
+        assert reader.metadata["void"] is False
+
+
+def test_a_discarded_episode_leaves_no_faults_to_the_next(tmp_path) -> None:
+    core = RecorderCore(tmp_path, dict(TOPICS))
+    core.prepare()
+    core.start({"task": "a"}, 0)
+    core.on_diagnostics(tripped_follower(), 10)
+    core.on_diagnostics(healthy_follower(), 20)
+    core.discard()
+    core.start({"task": "a"}, 30)
+    with EpisodeReader(core.stop(40).path) as reader:
+        assert reader.metadata["void"] is False and reader.metadata["faults"] == []
