@@ -193,9 +193,10 @@ def _joint_units(info: Mapping[str, Any], layout: Layout, episodes: Sequence[Epi
                                                                                  Mapping) else None
     if hint in POSITION_UNIT_WORDS.values():
         return str(hint), "stated in meta/info.json (neural_actuator.joint_units)"
-    values = np.concatenate([np.concatenate([e.values["position"], e.values["command"]]) for e in episodes])
+    state = np.concatenate([e.values["position"] for e in episodes])
+    values = np.concatenate([state, *(e.values["command"] for e in episodes)])
     try:
-        return infer_joint_units(values, layout.spec, calibration, layout.spec.joint_names)
+        return infer_joint_units(state, values, layout.spec, calibration, layout.spec.joint_names)
     except LeRobotUnitsError as err:
         raise LeRobotImportError(str(err)) from None
 

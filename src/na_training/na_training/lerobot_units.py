@@ -217,10 +217,66 @@ def to_lerobot_positions(angles: np.ndarray, spec: RobotSpec, units: str,
     return values
 
 
-def infer_joint_units(values: np.ndarray, spec: RobotSpec, calibration: Calibration | None,
+MIN_DISTINCT = 20           # distinct readings a motor needs before the grid its values lie on says anything
+GRID_TOLERANCE = 0.02       # of one encoder step (float32 storage moves a value by about 1e-4 of a step)
+
+
+def _distinct(values: np.ndarray, limit: int = 400) -> np.ndarray | None:
+    distinct = np.unique(values[np.isfinite(values)])
+    if distinct.size < MIN_DISTINCT:
+        return None
+    return distinct[np.linspace(0, distinct.size - 1, min(limit, distinct.size)).astype(int)]
+
+
+def _on_degree_grid(values: np.ndarray, resolution: int) -> bool | None:
+    """Whether readings lie on LeRobot's degree grid: whole steps about a whole or half-step middle, x 360/4095."""
+    distinct = _distinct(values)
+    if distinct is None:
+        return None
+    half_steps = distinct * (resolution - 1) / 360.0 * 2.0
+    return bool(np.max(np.abs(half_steps - np.rint(half_steps))) < 2.0 * GRID_TOLERANCE)
+
+
+def _range_grid(values: np.ndarray, resolution: int) -> int | None:
+    """The smallest calibrated span R (steps) whose -100..100 grid ``(steps - min) / R * 200 - 100`` holds every
+    reading, or None."""
+    distinct = _distinct(values)
+    if distinct is None or np.abs(distinct).max() > RANGE_LIMIT + 1e-3:
+        return None
+    share = (distinct + RANGE_LIMIT) / (2.0 * RANGE_LIMIT)
+    spans = np.arange(16, resolution)
+    scaled = share[:, None] * spans[None, :]
+    fits = spans[np.max(np.abs(scaled - np.rint(scaled)), axis=0) < GRID_TOLERANCE]
+    return int(fits[0]) if fits.size else None
+
+
+def _grid_units(state: np.ndarray, spec: RobotSpec, motors: Sequence[str]) -> tuple[str, str] | None:
+    """Units told by the grid the state readings lie on (raw reads are whole encoder steps, normalised): degrees
+    when every arm motor with enough distinct readings is on the degree grid and not every one on a range grid,
+    range the other way round; None when the grids do not decide."""
+    resolution = _resolution(spec)
+    arm = range(spec.n_motors - 1)
+    degree = {k: _on_degree_grid(state[:, k], resolution) for k in arm}
+    spans = {k: _range_grid(state[:, k], resolution) for k in arm}
+    told = [k for k in arm if degree[k] is not None]
+    if not told:
+        return None
+    on_degrees = all(degree[k] for k in told)
+    on_range = all(spans[k] is not None for k in told)
+    if on_degrees and not on_range:
+        return "degrees", (f"the state readings of {', '.join(motors[k] for k in told)} lie on LeRobot's degree grid "
+                           "(whole encoder steps x 360/4095) and not on a -100..100 grid")
+    if on_range and not on_degrees:
+        return "range", ("the state readings lie on -100..100 grids of whole encoder steps ("
+                         + ", ".join(f"{motors[k]} {spans[k]} steps" for k in told) + "), not on LeRobot's degree grid")
+    return None
+
+
+def infer_joint_units(state: np.ndarray, values: np.ndarray, spec: RobotSpec, calibration: Calibration | None,
                       motors: Sequence[str]) -> tuple[str, str]:
-    """Joint units told from the recorded values ``[N, n]`` (state and action rows, spec order): the units and why.
-    Raises :class:`LeRobotUnitsError` naming the ambiguity when the values fit more than one."""
+    """Joint units told from the recorded readings ``state`` ``[N, n]`` and all positions ``values`` (state and
+    action rows, spec order): the units and why. Raises :class:`LeRobotUnitsError` naming the ambiguity when the
+    values fit more than one."""
     gripper = spec.n_motors - 1
     arm = np.abs(np.asarray(values, dtype=np.float64)[:, :gripper])
     arm = np.where(np.isfinite(arm), arm, 0.0)
@@ -238,6 +294,9 @@ def infer_joint_units(values: np.ndarray, spec: RobotSpec, calibration: Calibrat
                                 "nor raw encoder steps")
     if peak[worst] > RANGE_LIMIT + 1e-3:
         return "degrees", f"{largest} is beyond the +-100 of range mode"
+    grid = _grid_units(np.asarray(state, dtype=np.float64), spec, motors)
+    if grid is not None:
+        return grid
     if calibration is not None:
         half = np.array([(calibration.motors[j].range_max - calibration.motors[j].range_min) / 2.0
                          for j in spec.joint_names[:gripper]]) * 360.0 / (resolution - 1)
@@ -247,9 +306,9 @@ def infer_joint_units(values: np.ndarray, spec: RobotSpec, calibration: Calibrat
             return "range", (f"|{motors[k]}| up to {peak[k]:.1f} is beyond its calibrated half-range of "
                              f"{half[k]:.1f} degrees, so the values are -100..100 range units")
     raise LeRobotUnitsError(
-        f"joint units are ambiguous: every arm-joint position lies within +-100 ({largest}), which fits both "
-        "degrees (use_degrees) and LeRobot's -100..100 range mode, and meta/info.json does not say which; pass "
-        "--joint-units degrees, or --joint-units range with the calibration")
+        f"joint units are ambiguous: every arm-joint position lies within +-100 ({largest}) and on no grid that "
+        "tells degrees (use_degrees) from LeRobot's -100..100 range mode, and meta/info.json does not say which; "
+        "pass --joint-units degrees, or --joint-units range with the calibration")
 
 
 def check_gripper(values: np.ndarray, motor: str, units: str) -> None:
