@@ -16,6 +16,10 @@ Alignment rules (defaults in ``na_training/config/convert.yaml``):
 
 Frames before every required stream has started or after one has ended are dropped; interior
 frames that miss a tolerance are kept, flagged ``aligned = false`` and counted in the report.
+
+Episodes whose metadata marks them void (the recorder saw an arm driver trip or a bus go silent:
+``void``, ``void_reason``) are left out, named with their reason and listed under ``void`` in the
+report; ``keep_void`` (``--keep-void``) converts them, listed under ``void_kept``.
 """
 
 from __future__ import annotations
@@ -610,6 +614,7 @@ class ConvertResult:
     frames: int
     skipped: list[dict[str, str]]
     report: dict[str, Any]
+    void: list[dict[str, Any]] = field(default_factory=list)   # void episodes left out: source_bag, episode, reason
     messages: int = 0              # messages in the converted and skipped bags, every topic
     seconds: float = 0.0           # wall-clock time of the conversion
 
@@ -631,6 +636,7 @@ class EpisodeJob:
     condition_joint: str
     with_truth: bool
     columns: list[Column]
+    keep_void: bool = False
 
 
 @dataclass
@@ -643,11 +649,17 @@ class BagOutcome:
     native_dt_ns: float | None = None
     staged: Path | None = None
     error: str | None = None
+    void: str | None = None          # the episode is void (the recorded reason) and was left out
+    void_kept: str | None = None     # the episode is void (the recorded reason) and was converted (keep_void)
 
 
 def convert_bag(job: EpisodeJob, path: Path, staged: Path) -> BagOutcome:
     """Read, align and label one bag and write its episode file to ``staged`` (runs in a worker)."""
+    from na_common.episode_bag import void_reason
+
     try:
+        if not job.keep_void and (reason := void_reason(_bag_metadata(path, job.config)[1])) is not None:
+            return BagOutcome(path, void=reason)          # left out before any message is read
         contents = read_bag(path, job.config, job.joint_names, job.robot)
         frames = align_episode(contents, job.config, job.joint_names, job.period_ns, job.effort_signal,
                                job.condition_joint)
@@ -658,7 +670,8 @@ def convert_bag(job: EpisodeJob, path: Path, staged: Path) -> BagOutcome:
     write_episode_table(staged, job.columns, frames.data)
     stamps = frames.data["stamp_ns"]
     return BagOutcome(path, row=_episode_row(contents, frames, job.condition_joint), report=frames.report,
-                      staged=staged, native_dt_ns=float(np.median(np.diff(stamps))) if len(stamps) > 1 else None)
+                      staged=staged, native_dt_ns=float(np.median(np.diff(stamps))) if len(stamps) > 1 else None,
+                      void_kept=void_reason(contents.metadata))
 
 
 def _outcome(path: Path, result: Any) -> BagOutcome:
@@ -674,12 +687,13 @@ def _outcome(path: Path, result: Any) -> BagOutcome:
 def convert(bags: Sequence[str | Path], out: str | Path, *, config: Mapping[str, Any] | None = None,
             rate_hz: float | None = None, seed: int | None = None, overwrite: bool = False,
             skip_bad: bool = False, progress: bool = True, jobs: int | None = None,
-            robot: str | None = None) -> ConvertResult:
+            robot: str | None = None, keep_void: bool = False) -> ConvertResult:
     """Convert episode bags to a NAD at ``out`` (written atomically; nothing is written on error).
 
     ``jobs`` worker processes convert the bags (default: one per CPU); the dataset is the same
     byte for byte whatever their number. ``robot``: the arm the bags were recorded with (a shipped spec
-    name such as ``so101``, or a spec path; default the OpenManipulator-X).
+    name such as ``so101``, or a spec path; default the OpenManipulator-X). Episodes marked void are left
+    out (``ConvertResult.void``, the report's ``void``) unless ``keep_void``.
     """
     from na_description import SpecError, load_spec
 
@@ -705,12 +719,13 @@ def convert(bags: Sequence[str | Path], out: str | Path, *, config: Mapping[str,
         columns = build_columns(spec.joint_names, [spec.condition_joint], with_truth, optional)
         job = EpisodeJob(config=config, robot=spec.name, joint_names=list(spec.joint_names), with_truth=with_truth,
                          columns=columns, effort_signal=spec.effort_signal, condition_joint=spec.condition_joint,
-                         period_ns=round(NS_PER_S / rate_hz) if rate_hz is not None else None)
+                         period_ns=round(NS_PER_S / rate_hz) if rate_hz is not None else None, keep_void=keep_void)
         writer = NadWriter(out, columns, overwrite=overwrite)
         try:
             converted = _convert_all(paths, recorded, job, writer, workers, skip_bad=skip_bad, progress=progress)
             report = {"episodes": converted.reports, "skipped": converted.skipped,
-                      "incomplete": converted.incomplete, "totals": _totals(converted.reports)}
+                      "incomplete": converted.incomplete, "void": converted.void, "void_kept": converted.void_kept,
+                      "totals": _totals(converted.reports)}
             writer.finish(_dataset_info(spec, job, rate_hz, converted.native_dt_ns), report, split_seed)
         except BaseException:
             workers.close()          # no worker may still write into the folder that is removed
@@ -718,7 +733,7 @@ def convert(bags: Sequence[str | Path], out: str | Path, *, config: Mapping[str,
             raise
     return ConvertResult(out=Path(out), episodes=len(converted.reports), frames=report["totals"]["frames"],
                          skipped=converted.skipped, report=report, messages=sum(sum(t.values()) for t in recorded),
-                         seconds=time.perf_counter() - started)
+                         seconds=time.perf_counter() - started, void=converted.void)
 
 
 @dataclass
@@ -729,6 +744,8 @@ class _Converted:
     skipped: list[dict[str, str]] = field(default_factory=list)
     native_dt_ns: list[float] = field(default_factory=list)
     incomplete: list[dict[str, Any]] = field(default_factory=list)   # episodes whose recording did not finish
+    void: list[dict[str, Any]] = field(default_factory=list)         # void episodes left out
+    void_kept: list[dict[str, Any]] = field(default_factory=list)    # void episodes converted (keep_void)
 
 
 def _convert_all(paths: Sequence[Path], recorded: Sequence[Mapping[str, int]], job: EpisodeJob, writer: NadWriter,
@@ -740,7 +757,11 @@ def _convert_all(paths: Sequence[Path], recorded: Sequence[Mapping[str, int]], j
         tasks = [(job, path, writer.staged_path(k)) for k, path in enumerate(paths)]
         for k, result in enumerate(workers.run(convert_bag, tasks)):
             outcome = _outcome(paths[k], result)
-            shown.advance(sum(recorded[k].values()), skipped=outcome.error is not None)
+            shown.advance(sum(recorded[k].values()), skipped=outcome.error is not None or outcome.void is not None)
+            if outcome.void is not None:
+                done.void.append({"source_bag": paths[k].as_posix(), "episode": paths[k].name,
+                                  "reason": outcome.void})
+                continue
             if outcome.error is not None:
                 if not skip_bad:
                     raise ConvertError(outcome.error)
@@ -751,12 +772,17 @@ def _convert_all(paths: Sequence[Path], recorded: Sequence[Mapping[str, int]], j
             if not outcome.row["complete"]:
                 done.incomplete.append({"episode_index": index, "source_bag": paths[k].as_posix(),
                                         "recovered": outcome.row["recovered"]})
+            if outcome.void_kept is not None:
+                done.void_kept.append({"episode_index": index, "source_bag": paths[k].as_posix(),
+                                       "reason": outcome.void_kept})
             if outcome.native_dt_ns is not None:
                 done.native_dt_ns.append(outcome.native_dt_ns)
     finally:
         shown.close()
     if not done.reports:
-        raise ConvertError("no episode could be converted" + "".join(f"\n  {s['error']}" for s in done.skipped))
+        raise ConvertError("no episode could be converted" + "".join(f"\n  {s['error']}" for s in done.skipped)
+                           + "".join(f"\n  {v['source_bag']}: void: {v['reason']} (--keep-void converts it)"
+                                     for v in done.void))
     return done
 
 
@@ -904,6 +930,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip bags that cannot be converted (listed in the report) instead of stopping")
+    parser.add_argument("--keep-void", action="store_true",
+                        help="also convert episodes whose metadata marks them void (the recorder saw an arm driver "
+                             "trip or a bus go silent); by default they are left out, each named with its reason")
     parser.add_argument("--jobs", type=_positive_int, metavar="N",
                         help="bags converted in N worker processes (default: one per CPU, here "
                              f"{default_jobs()}); the dataset does not depend on N")
@@ -930,19 +959,25 @@ def run_convert(args: argparse.Namespace) -> int:
         rate = 1.0 / args.frame_period if args.frame_period else args.rate
         result = convert(args.bags, args.out, config=config, rate_hz=rate, seed=args.seed,
                          overwrite=args.overwrite, skip_bad=args.skip_bad, progress=not args.quiet, jobs=args.jobs,
-                         robot=args.robot)
+                         robot=args.robot, keep_void=args.keep_void)
     except (ConvertError, NadError, LabelError) as err:
         print(f"na-train convert: error: {err}", file=sys.stderr)
         return 2
     if not args.quiet:
         print(format_report(result.report))
+    for void in result.void:
+        print(f"skipped {void['episode']} ({void['source_bag']}): void: {void['reason']} (--keep-void converts it)")
     print(f"wrote {result.out}: {result.episodes} episodes, {result.frames} frames"
           + (f", {len(result.skipped)} bag(s) skipped" if result.skipped else "")
+          + (f", {len(result.void)} void episode(s) left out" if result.void else "")
           + f" ({result.messages:,} messages in {result.seconds:.1f} s)")
     for episode in result.report["incomplete"]:
         how = "recovered after its recorder was killed" if episode["recovered"] else "stopped before it finished"
         print(f"note: episode {episode['episode_index']} ({episode['source_bag']}) is incomplete ({how}); it is "
               "kept, marked complete=false in meta/episodes.parquet", file=sys.stderr)
+    for void in result.report["void_kept"]:
+        print(f"note: episode {void['episode_index']} ({void['source_bag']}) is void ({void['reason']}); it is kept "
+              "(--keep-void), listed under void_kept in meta/report.json", file=sys.stderr)
     return 0
 
 

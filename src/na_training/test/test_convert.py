@@ -830,3 +830,59 @@ def test_a_recovered_episode_is_marked_and_named(write_bag, tmp_path: Path, caps
     episodes = {e.meta["source_bag"]: e for e in load_nad(tmp_path / "nad")}
     assert episodes[killed.as_posix()].meta["recovered"] and not episodes[killed.as_posix()].meta["complete"]
     assert not episodes[finished.as_posix()].meta["recovered"] and episodes[finished.as_posix()].meta["complete"]
+
+
+# ------------------------------------------------------------------------------------ void episodes
+
+TRIP_REASON = ("/follower/arm_driver: trip: follower tripped, torque off and holding: servo 13 (joint3): no valid "
+               "reply for 0.52 s (error timeout 0.50 s); call /follower/arm_driver/reboot")
+
+
+def void_metadata() -> dict:
+    """Episode metadata as the recorder writes it after a follower trip (docs/INTERFACES.md, Episode bags)."""
+    return {"source": "live", "void": True, "void_reason": TRIP_REASON, "faults": [
+        {"kind": "trip", "status": "/follower/arm_driver: trip", "level": "ERROR", "message": TRIP_REASON[30:],
+         "hardware_id": "/dev/ttyUSB1", "since_ns": T0 + 300 * MS, "until_ns": None, "void": True}]}
+
+
+def test_void_episodes_are_left_out_named_with_their_reason_and_kept_on_request(write_bag, tmp_path: Path,
+                                                                                capsys) -> None:
+    import argparse
+
+    bags = tmp_path / "bags"
+    good = write_bag(standard_streams(frames=20), out=bags, source="live", void=False, void_reason="", faults=[])
+    tripped = write_bag(standard_streams(frames=20), out=bags, **void_metadata())
+    assert (good.name, tripped.name) == ("episode_000001", "episode_000002")
+
+    result = run([good, tripped], tmp_path / "nad")
+    assert result.episodes == 1 and not result.skipped
+    assert result.void == [{"source_bag": tripped.as_posix(), "episode": "episode_000002", "reason": TRIP_REASON}]
+    report = json.loads((tmp_path / "nad" / "meta" / "report.json").read_text())
+    assert report["void"] == result.void and report["void_kept"] == []
+    assert [e.meta["source_bag"] for e in load_nad(tmp_path / "nad")] == [good.as_posix()]
+
+    kept = run([good, tripped], tmp_path / "kept", keep_void=True)
+    assert kept.episodes == 2 and kept.void == []
+    report = json.loads((tmp_path / "kept" / "meta" / "report.json").read_text())
+    assert report["void"] == [] and report["void_kept"] == [
+        {"episode_index": 1, "source_bag": tripped.as_posix(), "reason": TRIP_REASON}]
+
+    parser = conv.configure_parser(argparse.ArgumentParser())
+    assert conv.run_convert(parser.parse_args([str(bags), "--out", str(tmp_path / "cli"), "--quiet",
+                                               "--jobs", "1"])) == 0
+    out = capsys.readouterr().out
+    skipped = [line for line in out.splitlines() if line.startswith("skipped ")]
+    assert skipped == [f"skipped episode_000002 ({tripped.as_posix()}): void: {TRIP_REASON} (--keep-void converts it)"]
+    assert "1 episodes" in out and "1 void episode(s) left out" in out
+    assert conv.run_convert(parser.parse_args([str(bags), "--out", str(tmp_path / "cli_kept"), "--quiet",
+                                               "--jobs", "1", "--keep-void"])) == 0
+    captured = capsys.readouterr()
+    assert "2 episodes" in captured.out and "skipped" not in captured.out
+    assert "episode_000002" in captured.err and "void" in captured.err
+
+
+def test_only_void_episodes_is_an_error_that_names_them(write_bag, tmp_path: Path) -> None:
+    tripped = write_bag(standard_streams(frames=5), **void_metadata())
+    with pytest.raises(conv.ConvertError, match="no episode could be converted") as info:
+        run(tripped, tmp_path / "nad")
+    assert f"{tripped.as_posix()}: void: {TRIP_REASON}" in str(info.value)
