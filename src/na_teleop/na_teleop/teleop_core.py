@@ -1,8 +1,9 @@
 """Leader-to-follower teleoperation logic, free of ROS.
 
-The node feeds leader and follower samples in (positions, currents, the time they arrived) and
-publishes whatever :meth:`TeleopCore.on_leader` returns. Time is always passed in, so every
-behaviour (soft start, stale hold, overload window) is testable with injected time.
+The node feeds leader and follower samples in (positions, currents, the time they arrived) and the
+follower driver's trip status (:meth:`TeleopCore.on_follower_trip`), and publishes whatever
+:meth:`TeleopCore.on_leader` returns. Time is always passed in, so every behaviour (soft start, stale
+hold, overload window, trip hold) is testable with injected time.
 
 Pipeline for one leader sample: per-joint mapping (sign, offset; gripper scale, offset) ->
 clamping to the follower's joint limits -> soft-start blend (from the follower's pose at
@@ -18,6 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from na_common import topics
+from na_common.diagnostics import ERROR, OK, WARN, Level
 
 # Paper, Appendix F / Fig. A20: 1200 mA is the motor-current safety limit of the arms.
 DEFAULT_OVERLOAD_CURRENT_A = 1.2
@@ -44,6 +48,7 @@ class TeleopState(enum.Enum):
     TRACKING = "tracking"          # follower goal = mapped leader pose (rate limited)
     STALE = "stale"                # leader silent for > stale_timeout: hold, no new commands
     OVERLOAD = "overload"          # follower current too high for too long: hold until re-enabled
+    TRIPPED = "tripped"            # the follower driver tripped (torque off): no commands until it is back
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class TeleopConfig:
     stale_timeout: float = DEFAULT_STALE_TIMEOUT_S     # s
     overload_current: float = DEFAULT_OVERLOAD_CURRENT_A  # A, absolute follower current
     overload_window: float = 0.2       # s the current must stay above the limit to trip
+    follower_reboot: str = topics.FOLLOWER_REBOOT   # the service that brings a tripped follower back (for messages)
 
     def __post_init__(self) -> None:
         n = len(self.joint_names)
@@ -160,6 +166,7 @@ class TeleopCore:
         self._soft_start_time = 0.0
         self._overload = _Overload([None] * config.n_joints)
         self.overload_joint: str | None = None
+        self.follower_trip: str | None = None      # why the follower driver is tripped; None while it is not
 
     # ------------------------------------------------------------------ state
     @property
@@ -179,18 +186,56 @@ class TeleopCore:
         self._events.append(TeleopEvent(level, key, message))
 
     def set_enabled(self, enabled: bool, now: float) -> str:
-        """Enable (starts a new soft start, clears an overload hold) or disable following."""
+        """Enable (starts a new soft start, clears an overload hold) or disable following. Enabled while the
+        follower is tripped, teleop waits for it to be back."""
         if not enabled:
             self._state = TeleopState.DISABLED
             message = "teleoperation disabled: follower holds its last goal"
         else:
             self.overload_joint = None
             self._overload = _Overload([None] * self.config.n_joints)
-            self._state = TeleopState.WAITING
             self._last_command = None
-            message = "teleoperation enabled: soft start on the next leader and follower samples"
+            if self.follower_trip is not None:
+                self._state = TeleopState.TRIPPED
+                message = f"teleoperation enabled; {self._trip_message()}"
+            else:
+                self._state = TeleopState.WAITING
+                message = "teleoperation enabled: soft start on the next leader and follower samples"
         self._emit("info", "enable", message)
         return message
+
+    def _trip_message(self) -> str:
+        return f"follower tripped: {self.follower_trip}; not commanding; call {self.config.follower_reboot}"
+
+    def on_follower_trip(self, reason: str | None) -> None:
+        """The follower driver's trip status: ``reason`` while it is tripped (torque off, holding), None when it
+        is not. A trip stops the commands (said once); the follower back (rebooted) restarts the soft start
+        from its present pose, taken from the next follower sample."""
+        was = self.follower_trip
+        self.follower_trip = reason or None        # "" counts as not tripped
+        if self.follower_trip is not None and was is None:
+            if self._state not in (TeleopState.DISABLED, TeleopState.OVERLOAD):
+                self._state = TeleopState.TRIPPED
+            self._emit("error", "tripped", self._trip_message())
+        elif self.follower_trip is None and was is not None:
+            if self._state is TeleopState.TRIPPED:
+                self._state = TeleopState.WAITING
+                self._follower_position = None      # its pose before the trip is no origin: wait for a fresh one
+                self._last_command = None
+                self._emit("info", "tripped", "follower is back: soft start from its present pose to the leader's")
+            else:
+                self._emit("info", "tripped", "follower is back")
+
+    def status(self) -> tuple[Level, str]:
+        """Diagnostic level and message of the teleop state (ERROR only for its own overload stop)."""
+        state = self._state
+        if state is TeleopState.TRIPPED:
+            return WARN, self._trip_message()
+        if state is TeleopState.OVERLOAD:
+            return ERROR, f"overload stop (follower joint '{self.overload_joint}'); call ~/enable true to resume"
+        if state is TeleopState.STALE:
+            return WARN, "leader stale: follower holds its last goal"
+        return OK, state.value
 
     # ------------------------------------------------------------------ mapping
     def map_leader(self, leader_position: Sequence[float]) -> np.ndarray:
@@ -224,7 +269,7 @@ class TeleopCore:
                 if since is None:
                     self._overload.above_since[k] = since = now
                 if now - since >= self.config.overload_window and self._state not in (
-                        TeleopState.OVERLOAD, TeleopState.DISABLED):
+                        TeleopState.OVERLOAD, TeleopState.DISABLED, TeleopState.TRIPPED):
                     self._trip_overload(k, amp, now - since)
             else:
                 self._overload.above_since[k] = None
@@ -260,7 +305,7 @@ class TeleopCore:
             self._state = TeleopState.STALE
         was_stale = self._state is TeleopState.STALE
         self._last_leader_time = now
-        if self._state in (TeleopState.DISABLED, TeleopState.OVERLOAD):
+        if self._state in (TeleopState.DISABLED, TeleopState.OVERLOAD, TeleopState.TRIPPED):
             return None
         if was_stale:
             self._emit("info", "stale", "leader stream is back: soft start towards the leader's pose")

@@ -1,9 +1,10 @@
 """Teleop node: wires parameters, topics, a stale-check timer and the enable service to
 :class:`na_teleop.teleop_core.TeleopCore`.
 
-Topics (relative, so a namespace moves them all): subscribes ``leader/arm_state`` and
-``follower/arm_state`` (na_msgs/ArmState), publishes ``follower/command`` (na_msgs/JointCommand)
-from inside the leader callback. Service ``~/enable`` (std_srvs/SetBool).
+Topics: subscribes ``/leader/arm_state`` and ``/follower/arm_state`` (na_msgs/ArmState) and
+``/diagnostics`` (the follower driver's ``<driver>: trip`` status), publishes ``/follower/command``
+(na_msgs/JointCommand) from inside the leader callback and its own state on ``/diagnostics``. Service
+``~/enable`` (std_srvs/SetBool).
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import time
 from typing import Any
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from std_srvs.srv import SetBool
 
 from na_common import topics
-from na_common.ros_node import declare_and_read, run_node, usage
+from na_common.diagnostics import TRIP_PART, TRIP_REASON_KEY, status_name
+from na_common.ros_node import declare_and_read, diagnostic_array, diagnostic_status, run_node, status_reports, usage
 from na_description import JointNameError, RobotSpec, SpecError, load_spec
 from na_msgs.msg import ArmState, JointCommand
 from na_teleop.teleop_core import (
@@ -49,6 +52,9 @@ PARAMETER_DESCRIPTIONS = {
     "overload_window": "Seconds the follower current must stay above overload_current to stop following.",
     "start_enabled": "Follow the leader from start-up; false: wait for ~/enable true.",
     "warn_throttle_period": "Seconds between repeated warnings of the same kind (stale leader, ...).",
+    "follower_driver": "Full name of the follower's arm driver node: its '<name>: trip' status on /diagnostics "
+                       "stops the commands while it is tripped, and <name>/reboot is the service named to bring it "
+                       "back.",
 }
 
 
@@ -67,6 +73,7 @@ def default_parameters(spec: RobotSpec) -> dict[str, Any]:
         "overload_window": 0.2,
         "start_enabled": True,
         "warn_throttle_period": 2.0,
+        "follower_driver": topics.FOLLOWER_DRIVER,
     }
 
 
@@ -81,7 +88,10 @@ class TeleopNode(Node):
         except SpecError as error:
             raise TeleopConfigError(f"invalid teleop parameter robot_spec: {error}") from error
         params = declare_and_read(self, default_parameters(self._spec), PARAMETER_DESCRIPTIONS)
-        self.core = TeleopCore(self._config(params), enabled=params["start_enabled"])
+        driver = params["follower_driver"]
+        self._trip_status = status_name(driver, TRIP_PART)
+        self.core = TeleopCore(self._config(params, f"{driver}/{topics.REBOOT_SERVICE}"),
+                               enabled=params["start_enabled"])
         self._throttle = params["warn_throttle_period"]
         self._last_log: dict[str, float] = {}
         self._names = list(self.core.config.joint_names)
@@ -91,16 +101,20 @@ class TeleopNode(Node):
         # Best-effort subscriptions match both reliable and best-effort publishers.
         self.create_subscription(ArmState, LEADER_TOPIC, self._on_leader, qos_profile_sensor_data)
         self.create_subscription(ArmState, FOLLOWER_TOPIC, self._on_follower, qos_profile_sensor_data)
+        self.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, 50)
+        self._diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
+        self._published_state = self.core.state
         self.create_service(SetBool, "~/enable", self._on_enable)
         period = params["stale_check_period"]
         if not period > 0.0:
             raise TeleopConfigError(f"stale_check_period must be > 0 s, got {period}")
         self.create_timer(period, self._on_timer)
+        self.create_timer(1.0, self._publish_diagnostics)
         self.get_logger().info(
             f"teleop ready ({self.core.state.value}): {LEADER_TOPIC} -> {COMMAND_TOPIC}, joints {self._names}")
 
     # ------------------------------------------------------------------ parameters
-    def _config(self, params: dict[str, Any]) -> TeleopConfig:
+    def _config(self, params: dict[str, Any], follower_reboot: str) -> TeleopConfig:
         try:
             return TeleopConfig.from_spec(
                 self._spec,
@@ -111,6 +125,7 @@ class TeleopNode(Node):
                 stale_timeout=params["stale_timeout"],
                 overload_current=params["overload_current"],
                 overload_window=params["overload_window"],
+                follower_reboot=follower_reboot,
             )
         except TeleopConfigError as error:
             raise TeleopConfigError(f"invalid teleop parameter {error}") from error
@@ -155,6 +170,20 @@ class TeleopNode(Node):
         self.core.check_stale(time.monotonic())
         self._flush_events()
 
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        for status in status_reports(msg):
+            if status.name == self._trip_status:
+                self.core.on_follower_trip(status.values.get(TRIP_REASON_KEY) or status.message
+                                           if status.failed else None)
+        self._flush_events()
+
+    def _publish_diagnostics(self) -> None:
+        """The teleop state on /diagnostics (every second and whenever it changes)."""
+        self._published_state = self.core.state
+        status = diagnostic_status(self.get_fully_qualified_name(), "teleop", *self.core.status(),
+                                   {"state": self.core.state.value})
+        self._diag_pub.publish(diagnostic_array(self, [status]))
+
     def _on_enable(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         response.message = self.core.set_enabled(bool(request.data), time.monotonic())
         response.success = True
@@ -165,6 +194,8 @@ class TeleopNode(Node):
     def _flush_events(self) -> None:
         for event in self.core.drain_events():
             self._log(event.level, event.key, event.message)
+        if self.core.state is not self._published_state:
+            self._publish_diagnostics()
 
     def _log(self, level: str, key: str, message: str) -> None:
         """Info always; warnings and errors at most once per throttle period per key."""
@@ -184,8 +215,9 @@ class TeleopNode(Node):
 
 
 HELP_SUMMARY = ("Teleoperation: follows the leader arm with the follower, one follower/command (na_msgs/JointCommand)\n"
-                "per leader/arm_state (na_msgs/ArmState), with soft start, step limit, stale-leader hold and\n"
-                "follower overload stop; service ~/enable (SetBool). Parameter file: na_bringup/config/teleop.yaml.")
+                "per leader/arm_state (na_msgs/ArmState), with soft start, step limit, stale-leader hold,\n"
+                "follower overload stop and a hold while the follower driver is tripped (its /diagnostics);\n"
+                "service ~/enable (SetBool). Parameter file: na_bringup/config/teleop.yaml.")
 
 
 def main(argv: list[str] | None = None) -> int:

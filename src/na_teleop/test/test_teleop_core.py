@@ -188,3 +188,63 @@ def test_non_finite_leader_values_are_ignored() -> None:
 def test_invalid_parameters_are_rejected_with_the_name(override: dict, fragment: str) -> None:
     with pytest.raises(TeleopConfigError, match=fragment):
         TeleopConfig.from_spec(SPEC, **override)
+
+
+REASON = "servo 13 (joint3): no valid reply for 0.52 s (error timeout 0.50 s)"
+
+
+def test_a_follower_trip_stops_commands_and_its_return_soft_starts_from_the_present_pose() -> None:
+    core = started(make_core(soft_start_duration=1.0))
+    leader = np.full(N, 0.2)
+    for k in range(150):
+        core.on_leader(leader, 0.01 * k)
+    assert core.state is TeleopState.TRACKING
+    core.drain_events()
+    core.on_follower_trip(REASON)
+    assert core.state is TeleopState.TRIPPED
+    said = core.drain_events()
+    assert [(e.level, e.message) for e in said] == [
+        ("error", f"follower tripped: {REASON}; not commanding; call /follower/arm_driver/reboot")]
+    assert core.status() == (1, said[0].message)          # WARN (1): teleop holds, the driver is at fault
+    # While tripped: no command, however the leader moves; the same status again says nothing new.
+    for k in range(100):
+        core.on_follower_trip(REASON)
+        core.on_follower(np.full(N, 0.2) - 0.001 * k, np.zeros(N), 1.5 + 0.01 * k)    # the limp arm sags
+        assert core.on_leader(np.full(N, 0.4), 1.5 + 0.01 * k) is None
+        assert core.check_stale(1.5 + 0.01 * k) is False
+    assert core.state is TeleopState.TRIPPED and core.drain_events() == []
+    # Back (rebooted): nothing is commanded before a follower sample taken after the return ...
+    core.on_follower_trip(None)
+    assert core.state is TeleopState.WAITING
+    assert any("back" in e.message for e in core.drain_events())
+    assert core.on_leader(np.full(N, 0.4), 2.6) is None
+    # ... which is where the soft start begins, then it blends to the leader over soft_start_duration.
+    present = np.array([0.05, 0.1, 0.15, 0.1, 0.0])
+    core.on_follower(present, np.zeros(N), 2.61)
+    np.testing.assert_allclose(core.on_leader(np.full(N, 0.4), 2.62), present)
+    assert core.state is TeleopState.SOFT_START
+    for k in range(1, 120):
+        last = core.on_leader(np.full(N, 0.4), 2.62 + 0.01 * k)
+    np.testing.assert_allclose(last, np.full(N, 0.4))
+    assert core.state is TeleopState.TRACKING and core.status()[0] == 0
+
+
+def test_a_trip_while_disabled_or_overloaded_is_remembered_until_enabled() -> None:
+    core = started(make_core())
+    core.set_enabled(False, 0.0)
+    core.on_follower_trip(REASON)
+    assert core.state is TeleopState.DISABLED
+    assert "follower tripped" in core.set_enabled(True, 1.0)
+    assert core.state is TeleopState.TRIPPED and core.on_leader(np.zeros(N), 1.01) is None
+    core.on_follower_trip("")                                         # an empty reason is no trip
+    core.on_follower(np.zeros(N), np.zeros(N), 1.1)
+    assert core.on_leader(np.zeros(N), 1.11) is not None
+
+
+def test_the_overload_guard_does_not_fire_while_the_follower_is_tripped() -> None:
+    core = started(make_core(overload_current=1.2, overload_window=0.2))
+    core.on_leader(np.zeros(N), 0.0)
+    core.on_follower_trip(REASON)
+    for k in range(50):
+        core.on_follower(np.zeros(N), np.full(N, 2.0), 0.01 * k)
+    assert core.state is TeleopState.TRIPPED and core.overload_joint is None

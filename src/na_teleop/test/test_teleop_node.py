@@ -185,3 +185,57 @@ def test_invalid_parameter_is_a_clear_error(ros_context) -> None:
 
     with pytest.raises(TeleopConfigError, match="joint_sign"):
         TeleopNode(context=ros_context, parameter_overrides=[Parameter("joint_sign", value=[1.0, 1.0])])
+
+
+def test_a_tripped_follower_stops_the_commands_until_it_is_back_then_soft_starts(harness, wait_for) -> None:
+    """The follower driver's trip status (/diagnostics, as arm_driver publishes it) holds teleop; it says so once,
+    in its log and its own status; the status OK again restarts from the follower's present pose."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+    from rcl_interfaces.msg import Log
+
+    h = harness(soft_start_duration=2.0)
+    diagnostics_pub = h.peer.create_publisher(DiagnosticArray, "/diagnostics", 10)
+    logged: list[str] = []
+    teleop_status: list[DiagnosticStatus] = []
+    h.peer.create_subscription(Log, "/rosout", lambda log: logged.append(log.msg) if log.name == "teleop" else None,
+                               100)
+    h.peer.create_subscription(DiagnosticArray, "/diagnostics", lambda a: teleop_status.extend(
+        s for s in a.status if s.name == "/teleop"), 50)
+    reason = "servo 13 (joint3): no valid reply for 0.52 s (error timeout 0.50 s)"
+
+    def trip(level: bytes, message: str, why: str) -> None:
+        status = DiagnosticStatus(level=level, name="/follower/arm_driver: trip", message=message,
+                                  hardware_id="/dev/ttyUSB1", values=[KeyValue(key="reason", value=why)])
+        diagnostics_pub.publish(DiagnosticArray(status=[status]))
+
+    assert feed_until_command(h, wait_for, np.full(N, 0.1))
+    held = f"follower tripped: {reason}; not commanding; call /follower/arm_driver/reboot"
+
+    def tripped_step() -> None:
+        trip(DiagnosticStatus.ERROR, f"follower tripped, torque off and holding: {reason}; call "
+                                     "/follower/arm_driver/reboot", reason)
+        h.follower_pub.publish(h.state("follower", np.full(N, 0.1)))
+        h.leader_pub.publish(h.state("leader", np.full(N, 0.3)))
+        h.spin_for(0.01)
+
+    assert wait_for(lambda: h.teleop.core.state.value == "tripped", 5.0, tripped_step)
+    h.spin_for(0.05)                                              # commands already in flight arrive
+    count = len(h.commands)
+    assert wait_for(lambda: any(s.level == DiagnosticStatus.WARN and s.message == held for s in teleop_status)
+                    and held in logged, 5.0, tripped_step)
+    for _ in range(30):
+        tripped_step()
+    assert len(h.commands) == count                               # nothing commanded while tripped
+    assert logged.count(held) == 1                                # said once, though the status came many times
+    # Rebooted: the driver says OK, the follower is at a new present pose; the first command starts from it.
+    present = np.array([0.05, -0.1, 0.2, 0.0, 0.1])
+
+    def back_step() -> None:
+        trip(DiagnosticStatus.OK, "not tripped", "")
+        h.follower_pub.publish(h.state("follower", present))
+        h.leader_pub.publish(h.state("leader", np.full(N, 0.3)))
+        h.spin_for(0.01)
+
+    assert wait_for(lambda: len(h.commands) > count, 5.0, back_step)
+    np.testing.assert_allclose(h.commands[count].position, present, atol=0.01)   # the blend's first 10 ms of 2 s
+    assert h.teleop.core.state.value == "soft_start"
