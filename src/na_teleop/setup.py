@@ -19,8 +19,8 @@ setup(
     description="Leader-to-follower teleoperation node, episode recorder node and its keyboard CLI.",
     license="Apache-2.0",
     entry_points={"console_scripts": [
-        "teleop = na_teleop.teleop_node:main",
-        "recorder = na_teleop.recorder_node:main",
+        "teleop = na_teleop.executables:teleop",
+        "recorder = na_teleop.executables:recorder",
         "na-record = na_teleop.record_cli:main",
     ]},
 )

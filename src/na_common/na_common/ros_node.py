@@ -2,7 +2,8 @@
 
 The only module of na_common that imports rclpy. Nodes declare their parameters from a dict of
 defaults and a dict of descriptions (:func:`declare_and_read`), print them with ``--help``
-(:func:`usage`) and run through :func:`run_node` (init, spin, clean shutdown, exit codes).
+(:func:`usage`) and run through :func:`run_node` (init, spin, an orderly stop on SIGINT/SIGTERM in every
+phase, exit codes).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 
 from na_common.diagnostics import Level, StatusReport
+from na_common.node_signals import STOP
 from na_common.stamps import clock_ns_at, split_ns
 
 # Parameters every rclpy node declares itself (never reported as undeclared).
@@ -97,9 +100,30 @@ def undeclared_overrides(node: Node) -> list[str]:
 
 
 # ---- main ------------------------------------------------------------------------------------------
+def stop_requested() -> bool:
+    """True once SIGINT or SIGTERM asked this node process to stop (a node's own spin loop may look)."""
+    return STOP.stop_requested
+
+
+def spin_node(node: Node, until: Callable[[], bool] | None = None, period: float = 0.1) -> None:
+    """Spin ``node`` on a single-threaded executor until a signal asks the process to stop, ``until()`` holds or
+    the context is shut down. A signal never interrupts a callback: the loop looks every ``period`` s at most."""
+    from rclpy.executors import SingleThreadedExecutor
+
+    executor = SingleThreadedExecutor(context=node.context)
+    executor.add_node(node)
+    STOP.quiet = True
+    try:
+        while not stop_requested() and not (until is not None and until()) and node.context.ok():
+            executor.spin_once(timeout_sec=period)
+    finally:
+        executor.shutdown()
+        STOP.quiet = False
+
+
 def spin_until_shutdown(node: Node) -> int:
-    """The default spin of :func:`run_node`: until shutdown; exit code 0."""
-    rclpy.spin(node)
+    """The default spin of :func:`run_node`: until a signal or shutdown; exit code 0."""
+    spin_node(node)
     return 0
 
 
@@ -108,37 +132,66 @@ def run_node(executable: str, help_text: Callable[[], str], make_node: Callable[
              argv: list[str] | None = None) -> int:
     """The ``main`` of a node executable: ``--help``, init, spin, and always close the node and shut down.
 
-    Closing calls ``node.close()`` where the node has one, else ``destroy_node()``. Exit codes: what
-    ``spin`` returns; 2 for a start-up error (``startup_errors`` or a bad parameter, logged as fatal);
-    0 on SIGINT/SIGTERM; 1 for any other failure (logged).
+    rclpy's own signal handlers are not installed (:mod:`na_common.node_signals`). Order on the way out: the
+    spin loop ends (its executor is shut down), ``node.close()`` where the node has one (it stops its own
+    threads and timers) else ``destroy_node()``, then the context is shut down. Exit codes: what ``spin``
+    returns; 2 for a start-up error (``startup_errors`` or a bad parameter, logged as fatal); 0 on
+    SIGINT/SIGTERM in any phase, an rclpy error after one included; 1 for any other failure (logged).
     """
     argv = list(argv if argv is not None else sys.argv)
     if wants_help(argv):
         print(help_text())
         return 0
-    rclpy.init(args=argv)
+    # Signals (na_common.node_signals): rclpy installs none; one during the start-up aborts it, one in this
+    # function's own lines is only noted (the node it just made is always closed), spin_node and the closing
+    # are never interrupted.
+    STOP.install()
+    STOP.protected.add(run_node.__code__)
     logger = rclpy.logging.get_logger(executable)
     node = None
+    code = 0
     try:
-        node = make_node()
-        ignored = undeclared_overrides(node)
-        if ignored:
-            logger.warning(f"ignoring parameter(s) {executable} does not have: {', '.join(ignored)}")
-        return spin(node)
-    except (*startup_errors, ParameterError, ParameterException) as exc:
-        logger.fatal(str(exc) or f"{type(exc).__name__} during start-up")
-        return 2
+        if not stop_requested():
+            rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+            node = make_node()
+        if node is not None:
+            ignored = undeclared_overrides(node)
+            if ignored:
+                logger.warning(f"ignoring parameter(s) {executable} does not have: {', '.join(ignored)}")
+            code = 0 if stop_requested() else spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
-        return 0
+        code = 0
+    except (*startup_errors, ParameterError, ParameterException) as exc:
+        if stop_requested():
+            code = 0                  # the start-up failed because a signal ended it half-way
+        else:
+            logger.fatal(str(exc) or f"{type(exc).__name__} during start-up")
+            code = 2
     except Exception as exc:
-        if not rclpy.ok():
-            return 0              # a signal shut the context down while the node was starting
-        logger.fatal(f"{executable} failed: {exc!r}")
-        return 1
+        if stop_requested() or not rclpy.ok():
+            code = 0                  # an rclpy call failed because the process is stopping
+        else:
+            logger.fatal(f"{executable} failed: {exc!r}")
+            code = 1
     finally:
+        STOP.quiet = True
+        _close(node, logger, executable)
+        STOP.protected.discard(run_node.__code__)
+        STOP.restore()
+    return code
+
+
+def _close(node: Any, logger: Any, executable: str) -> None:
+    """Close the node, then shut the context down; an error on the way is one warning line, never a traceback."""
+    try:
         if node is not None:
             getattr(node, "close", node.destroy_node)()
+    except Exception as exc:
+        logger.warning(f"{executable}: closing the node: {exc!r}")
+    try:
         rclpy.try_shutdown()
+    except Exception as exc:
+        logger.warning(f"{executable}: shutting rclpy down: {exc!r}")
 
 
 # ---- stamps, logs, diagnostics -------------------------------------------------------------------------

@@ -11,7 +11,6 @@ import sys
 from typing import Any
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
@@ -28,6 +27,7 @@ from na_common.ros_node import (
     diagnostic_status,
     log_at,
     run_node,
+    spin_node,
     stamp_at,
     undeclared_overrides,
     usage,
@@ -237,7 +237,7 @@ HELP_SUMMARY = ("Arm driver (leader or follower; DYNAMIXEL XM430 or Feetech STS3
 
 
 def _spin_until_failed(node: ArmDriverNode) -> int:
-    rclpy.spin_until_future_complete(node, node.failed)
+    spin_node(node, until=node.failed.done)
     return 1 if node.failed.done() else 0
 
 
