@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from na_description import load_spec, xm430
-from na_driver.arm_config import build_config
 from na_driver.arm_core import ArmDriverCore, StartupError
 from na_driver.dxl_bus import BusError
 from na_driver.loop_timing import DeadlineLoop
@@ -27,34 +26,6 @@ VOLT_PER_VOLTAGE_UNIT = 0.1
 PWM_FULL_SCALE = 885
 
 
-class LogRecorder:
-    def __init__(self) -> None:
-        self.lines: list[tuple[int, str]] = []
-
-    def __call__(self, level: int, message: str) -> None:
-        self.lines.append((level, message))
-
-    def text(self, min_level: int = 0) -> str:
-        return "\n".join(m for lvl, m in self.lines if lvl >= min_level)
-
-
-def make_core(port: str, role: str = "follower", **params) -> tuple[ArmDriverCore, LogRecorder]:
-    """A core on ``port``. Tests whose point is not bus timing wait 20 ms for replies (the 2 test CPUs
-    are shared, so the emulator thread can be late) unless they pass their own ``reply_timeout``."""
-    log = LogRecorder()
-    params.setdefault("reply_timeout", 0.02)
-    return ArmDriverCore(build_config({"port": port, "role": role, **params}), log=log), log
-
-
-def fresh_cycle(core: ArmDriverCore, timeout: float = 2.0):
-    """Cycle until every servo answered in the same cycle."""
-    deadline = time.monotonic() + timeout
-    while True:
-        sample = core.cycle()
-        if not any(sample.stale) or time.monotonic() > deadline:
-            return sample
-
-
 def run_cycles(core: ArmDriverCore, seconds: float, rate: float = 100.0) -> tuple[list, DeadlineLoop]:
     samples = []
     loop = DeadlineLoop(1.0 / rate, lambda: samples.append(core.cycle()))
@@ -65,13 +36,13 @@ def run_cycles(core: ArmDriverCore, seconds: float, rate: float = 100.0) -> tupl
     return samples, loop
 
 
-def test_wrong_port_names_the_port() -> None:
+def test_wrong_port_names_the_port(make_core) -> None:
     core, _ = make_core("/dev/does-not-exist-na")
     with pytest.raises(StartupError, match="/dev/does-not-exist-na"):
         core.start()
 
 
-def test_missing_servo_names_its_id(emulated_arm) -> None:
+def test_missing_servo_names_its_id(emulated_arm, make_core) -> None:
     emulator, servos = emulated_arm()
     servos[2].set("id", 42)           # servo 13 answers to another ID now
     core, _ = make_core(emulator.port_path)
@@ -80,7 +51,7 @@ def test_missing_servo_names_its_id(emulated_arm) -> None:
     assert "13" in str(info.value) and "11" not in str(info.value)
 
 
-def test_wrong_model_is_refused(emulated_arm) -> None:
+def test_wrong_model_is_refused(emulated_arm, make_core) -> None:
     emulator, servos = emulated_arm()
     servos[1].set("model_number", 1060)
     core, _ = make_core(emulator.port_path)
@@ -88,7 +59,7 @@ def test_wrong_model_is_refused(emulated_arm) -> None:
         core.start()
 
 
-def test_follower_start_writes_settings_and_holds_pose(emulated_arm) -> None:
+def test_follower_start_writes_settings_and_holds_pose(emulated_arm, make_core) -> None:
     emulator, servos = emulated_arm()
     for regs in servos:
         regs.set("return_delay_time", 250)                  # factory default: must be rewritten
@@ -109,7 +80,7 @@ def test_follower_start_writes_settings_and_holds_pose(emulated_arm) -> None:
     assert all(regs.get("torque_enable") == 0 for regs in servos)
 
 
-def test_leader_start_turns_torque_off(emulated_arm) -> None:
+def test_leader_start_turns_torque_off(emulated_arm, make_core) -> None:
     emulator, servos = emulated_arm()
     for regs in servos:
         regs.set("torque_enable", 1)
@@ -121,11 +92,10 @@ def test_leader_start_turns_torque_off(emulated_arm) -> None:
 
 @pytest.mark.parametrize(("layout", "read_mode"), [("indirect", "fast"), ("indirect", "sync"), ("direct", "fast"),
                                                    ("direct", "sync")])
-def test_decode_matches_the_registers_on_every_bus_path(emulated_arm, layout: str, read_mode: str) -> None:
+def test_decode_matches_the_registers_on_every_bus_path(emulated_arm, make_core, fresh_cycle, layout: str,
+                                                         read_mode: str) -> None:
     emulator, servos = emulated_arm()
-    log = LogRecorder()
-    core = ArmDriverCore(build_config({"port": emulator.port_path, "role": "leader", "reply_timeout": 0.02}),
-                         log=log, layout=layout, read_mode=read_mode)
+    core, log = make_core(emulator.port_path, role="leader", layout=layout, read_mode=read_mode)
     core.start()
     try:
         sample = fresh_cycle(core)
@@ -148,7 +118,7 @@ def test_decode_matches_the_registers_on_every_bus_path(emulated_arm, layout: st
     assert sample.gripper_slide == pytest.approx(float(SPEC.gripper.angle_to_slide(sample.position[4])))
 
 
-def test_commands_are_clamped_and_reach_the_registers(emulated_arm) -> None:
+def test_commands_are_clamped_and_reach_the_registers(emulated_arm, make_core) -> None:
     emulator, servos = emulated_arm()
     core, _ = make_core(emulator.port_path)
     core.start()
@@ -191,7 +161,7 @@ def moving_arm(emulated_arm, faults: DxlFaults | None = None):
 
 
 @pytest.mark.parametrize(("hold_s", "role"), [(0.0, "leader"), (0.0, "follower"), (0.035, "leader")])
-def test_late_replies_are_counted_and_never_published(emulated_arm, hold_s: float, role: str) -> None:
+def test_late_replies_are_counted_and_never_published(emulated_arm, make_core, hold_s: float, role: str) -> None:
     """Every reply is late: sent inside the next transaction (hold 0), or 3-4 transactions later (35 ms at
     100 Hz, where consecutive Sync Reads may share a reply length). Nothing may be published as fresh."""
     emulator, _, truth = moving_arm(emulated_arm)
@@ -210,7 +180,7 @@ def test_late_replies_are_counted_and_never_published(emulated_arm, hold_s: floa
     assert core.bus.counters.late_replies >= 0.5 * len(samples)  # ... and were seen and refused
 
 
-def test_fault_campaign_with_moving_truth_publishes_no_wrong_value() -> None:
+def test_fault_campaign_with_moving_truth_publishes_no_wrong_value(make_core) -> None:
     """1 % corrupted bytes, 2 % dropped and 2 % late replies; the emulator in its own process, with wire time."""
     seconds, rate = 6.0, 100.0
     faults = DxlFaults(corrupt_byte_rate=0.01, drop_status_rate=0.02, delay_status_rate=0.02, seed=7)
@@ -234,7 +204,7 @@ def test_fault_campaign_with_moving_truth_publishes_no_wrong_value() -> None:
     assert [s.crc_errors for s in samples] == sorted(s.crc_errors for s in samples)     # cumulative
 
 
-def test_stalled_servo_is_reported_after_the_error_timeout_and_trips_the_follower(emulated_arm) -> None:
+def test_stalled_servo_is_reported_after_the_error_timeout_and_trips_the_follower(emulated_arm, make_core) -> None:
     error_timeout = 0.2
     emulator, _ = emulated_arm()
     core, log = make_core(emulator.port_path, error_timeout=error_timeout)
@@ -262,7 +232,7 @@ def test_stalled_servo_is_reported_after_the_error_timeout_and_trips_the_followe
         core.shutdown()
 
 
-def test_overload_trip_turns_torque_off_and_reboot_recovers(emulated_arm) -> None:
+def test_overload_trip_turns_torque_off_and_reboot_recovers(emulated_arm, make_core, fresh_cycle) -> None:
     emulator, servos = emulated_arm()
     core, log = make_core(emulator.port_path)
     core.start()
@@ -292,7 +262,7 @@ def test_overload_trip_turns_torque_off_and_reboot_recovers(emulated_arm) -> Non
         core.shutdown()
 
 
-def test_temperature_warning_and_trip(emulated_arm) -> None:
+def test_temperature_warning_and_trip(emulated_arm, make_core) -> None:
     emulator, servos = emulated_arm()
     core, log = make_core(emulator.port_path)
     core.start()
@@ -312,7 +282,7 @@ def test_temperature_warning_and_trip(emulated_arm) -> None:
         core.shutdown()
 
 
-def test_port_loss_is_reported_and_the_port_reopened(emulated_arm, tmp_path) -> None:
+def test_port_loss_is_reported_and_the_port_reopened(emulated_arm, tmp_path, make_core, fresh_cycle) -> None:
     emulator, servos = emulated_arm()
     link = tmp_path / "arm"                 # a stable device name, like /dev/serial/by-id/... or the rig's links
     link.symlink_to(emulator.port_path)
@@ -345,7 +315,8 @@ class RefusesIndirectMap(ServoRegisters):
         super().write(address, data)
 
 
-def test_servos_refusing_the_indirect_map_are_read_through_the_direct_block(emulated_arm) -> None:
+def test_servos_refusing_the_indirect_map_are_read_through_the_direct_block(emulated_arm, make_core,
+                                                                            fresh_cycle) -> None:
     servos = [RefusesIndirectMap(sid) for sid in SPEC.servo_ids]
     for k, regs in enumerate(servos):
         regs.set("return_delay_time", 0)
@@ -363,8 +334,8 @@ def test_servos_refusing_the_indirect_map_are_read_through_the_direct_block(emul
 
 
 @pytest.mark.parametrize(("firmware", "fast", "watchdog"), [(48, True, 5), (44, False, 5), (37, False, 0)])
-def test_firmware_decides_fast_sync_read_and_the_bus_watchdog(emulated_arm, firmware: int, fast: bool,
-                                                               watchdog: int) -> None:
+def test_firmware_decides_fast_sync_read_and_the_bus_watchdog(emulated_arm, make_core, fresh_cycle, firmware: int,
+                                                               fast: bool, watchdog: int) -> None:
     servos = [ServoRegisters(sid, firmware_version=firmware) for sid in SPEC.servo_ids]
     for regs in servos:
         regs.set("return_delay_time", 0)
@@ -380,7 +351,7 @@ def test_firmware_decides_fast_sync_read_and_the_bus_watchdog(emulated_arm, firm
         core.shutdown()
 
 
-def test_an_expired_bus_watchdog_is_reported_cleared_and_rearmed(emulated_arm) -> None:
+def test_an_expired_bus_watchdog_is_reported_cleared_and_rearmed(emulated_arm, make_core) -> None:
     emulator, servos = emulated_arm()
     core, log = make_core(emulator.port_path, bus_watchdog_ms=60.0)
     core.start()

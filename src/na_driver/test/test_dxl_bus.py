@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import itertools
-import os
-import threading
 import time
-import tty
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -18,54 +16,14 @@ IDS = [11, 12, 13]
 LENGTH = 6
 
 
-class ScriptedBus:
-    """A pty whose far end answers each instruction packet with ``answer(packet) -> bytes`` (written at once)."""
-
-    def __init__(self, answer: Callable[[p2.Packet], bytes]) -> None:
-        self._master, slave = os.openpty()
-        tty.setraw(slave)
-        self.port_path = os.ttyname(slave)
-        self._slave = slave
-        self.answer = answer
-        self.requests: list[p2.Packet] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        parser = p2.PacketParser()
-        while not self._stop.is_set():
-            try:
-                data = os.read(self._master, 4096)
-            except OSError:
-                return
-            for packet in parser.feed(data):
-                self.requests.append(packet)
-                reply = self.answer(packet)
-                if reply:
-                    os.write(self._master, reply)
-
-    def close(self) -> None:
-        self._stop.set()
-        os.close(self._slave)
-        os.close(self._master)
-
-
 @pytest.fixture
-def scripted():
-    opened: list[tuple[ScriptedBus, DxlBus]] = []
+def scripted(scripted_bus) -> Callable[..., tuple[Any, DxlBus]]:
+    """``scripted(answer, retries=0)`` -> (the far end, a DxlBus on it): the far end answers each packet with
+    ``answer(packet) -> bytes`` (conftest ``scripted_bus``)."""
+    def start(answer: Callable[[p2.Packet], bytes], retries: int = 0) -> tuple[Any, DxlBus]:
+        return scripted_bus(DxlBus, p2.PacketParser(), answer, retries=retries)
 
-    def start(answer: Callable[[p2.Packet], bytes], retries: int = 0) -> tuple[ScriptedBus, DxlBus]:
-        fake = ScriptedBus(answer)
-        bus = DxlBus(fake.port_path, 1_000_000, reply_timeout=0.05, retries=retries)
-        bus.open()
-        opened.append((fake, bus))
-        return fake, bus
-
-    yield start
-    for fake, bus in opened:
-        bus.close()
-        fake.close()
+    return start
 
 
 def requested_length(packet: p2.Packet) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -48,30 +49,10 @@ def raw(regs, name: str) -> int:
     return -(word & ~(1 << bit)) if bit is not None and word & (1 << bit) else word
 
 
-class LogRecorder:
-    def __init__(self) -> None:
-        self.lines: list[tuple[int, str]] = []
-
-    def __call__(self, level: int, message: str) -> None:
-        self.lines.append((level, message))
-
-    def text(self, min_level: int = 0) -> str:
-        return "\n".join(m for lvl, m in self.lines if lvl >= min_level)
-
-
-def make_core(port: str, role: str = "follower", **params) -> tuple[ArmDriverCore, LogRecorder]:
-    """A core for the so101 spec; 20 ms reply timeout unless given (the 2 test CPUs are shared)."""
-    log = LogRecorder()
-    params.setdefault("reply_timeout", 0.02)
-    return ArmDriverCore(build_config({"port": port, "role": role, "robot_spec": "so101", **params}), log=log), log
-
-
-def fresh_cycle(core: ArmDriverCore, timeout: float = 2.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        sample = core.cycle()
-        if not any(sample.stale) or time.monotonic() > deadline:
-            return sample
+@pytest.fixture
+def make_core(make_core):
+    """The conftest factory for the so101 spec: ``make_core(port, role="follower", **params)``."""
+    return functools.partial(make_core, robot_spec="so101")
 
 
 def set_state(servos, shift: int) -> dict[str, list[int]]:
@@ -89,7 +70,7 @@ def set_state(servos, shift: int) -> dict[str, list[int]]:
     return state
 
 
-def test_the_so101_spec_selects_the_feetech_bus() -> None:
+def test_the_so101_spec_selects_the_feetech_bus(make_core) -> None:
     core, _ = make_core("/dev/null-na")
     assert isinstance(core.bus, StsBus) and core.config.family.name == "STS3215"
     assert core.config.servo_ids == (1, 2, 3, 4, 5, 6)
@@ -111,7 +92,7 @@ def test_so101_defaults_and_family_checks() -> None:
         ArmDriverCore(build_config({"port": "/dev/x", "role": "leader", "robot_spec": "so101"}), read_mode="fast")
 
 
-def test_wrong_model_is_refused(emulated_so101) -> None:
+def test_wrong_model_is_refused(emulated_so101, make_core) -> None:
     emulator, servos = emulated_so101()
     servos[2].store_block(3, (1020).to_bytes(2, "little"))           # an XM430 model number on ID 3
     core, _ = make_core(emulator.port_path)
@@ -119,7 +100,8 @@ def test_wrong_model_is_refused(emulated_so101) -> None:
         core.start()
 
 
-def test_follower_start_writes_eeprom_unlocked_locks_again_keeps_homing_and_holds_pose(emulated_so101) -> None:
+def test_follower_start_writes_eeprom_unlocked_locks_again_keeps_homing_and_holds_pose(emulated_so101,
+                                                                                       make_core) -> None:
     emulator, servos = emulated_so101()
     for k, regs in enumerate(servos):
         put(regs, "return_delay_time", 250)
@@ -150,7 +132,7 @@ def test_follower_start_writes_eeprom_unlocked_locks_again_keeps_homing_and_hold
         assert raw(regs, "operating_mode") == 0 and raw(regs, "protection_current") == 400
 
 
-def test_leader_start_turns_torque_off_and_writes_nothing_that_matches(emulated_so101) -> None:
+def test_leader_start_turns_torque_off_and_writes_nothing_that_matches(emulated_so101, make_core) -> None:
     emulator, servos = emulated_so101()
     for regs in servos:
         put(regs, "p_coefficient", 16)
@@ -162,7 +144,7 @@ def test_leader_start_turns_torque_off_and_writes_nothing_that_matches(emulated_
     assert emulator.stats["write"] == 6                                  # only the torque-off writes
 
 
-def test_decode_of_every_field_follows_the_registers(emulated_so101) -> None:
+def test_decode_of_every_field_follows_the_registers(emulated_so101, make_core, fresh_cycle) -> None:
     emulator, servos = emulated_so101()
     core, _ = make_core(emulator.port_path, role="leader")
     core.start()
@@ -187,7 +169,7 @@ def test_decode_of_every_field_follows_the_registers(emulated_so101) -> None:
         core.shutdown()
 
 
-def test_goals_are_sync_written_to_the_goal_registers_and_clamped(emulated_so101) -> None:
+def test_goals_are_sync_written_to_the_goal_registers_and_clamped(emulated_so101, make_core) -> None:
     emulator, servos = emulated_so101()
     core, _ = make_core(emulator.port_path)
     core.start()
@@ -207,7 +189,7 @@ def test_goals_are_sync_written_to_the_goal_registers_and_clamped(emulated_so101
         core.shutdown()
 
 
-def test_a_servo_that_stops_answering_goes_stale_then_trips_the_follower(emulated_so101) -> None:
+def test_a_servo_that_stops_answering_goes_stale_then_trips_the_follower(emulated_so101, make_core) -> None:
     error_timeout = 0.2
     emulator, servos = emulated_so101()
     core, log = make_core(emulator.port_path, error_timeout=error_timeout)
@@ -235,7 +217,7 @@ def test_a_servo_that_stops_answering_goes_stale_then_trips_the_follower(emulate
         core.shutdown()
 
 
-def test_status_bits_trip_the_follower_and_say_why(emulated_so101) -> None:
+def test_status_bits_trip_the_follower_and_say_why(emulated_so101, make_core, fresh_cycle) -> None:
     emulator, servos = emulated_so101()
     core, log = make_core(emulator.port_path)
     core.start()
@@ -254,7 +236,7 @@ def test_status_bits_trip_the_follower_and_say_why(emulated_so101) -> None:
         core.shutdown()
 
 
-def test_corrupted_and_dropped_replies_are_counted_and_never_published(emulated_so101) -> None:
+def test_corrupted_and_dropped_replies_are_counted_and_never_published(emulated_so101, make_core) -> None:
     emulator, servos = emulated_so101()
     state = set_state(servos, 5)
     core, _ = make_core(emulator.port_path, role="leader", bus_retries=2)
@@ -273,7 +255,7 @@ def test_corrupted_and_dropped_replies_are_counted_and_never_published(emulated_
     assert len(fresh) > 0.9 * 6 * len(samples)                            # retries recover most faults
 
 
-def test_the_core_runs_an_so101_at_100_hz(emulated_so101) -> None:
+def test_the_core_runs_an_so101_at_100_hz(emulated_so101, make_core) -> None:
     emulator, servos = emulated_so101(wire_time=True)
     set_state(servos, 0)
     core, _ = make_core(emulator.port_path, role="leader", reply_timeout=0.004)

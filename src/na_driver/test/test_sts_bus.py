@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import os
-import threading
-import tty
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -18,50 +16,14 @@ IDS = [1, 2, 3]
 ADDRESS, LENGTH = 56, 15
 
 
-class ScriptedBus:
-    """A pty whose far end answers each instruction packet with ``answer(packet) -> bytes`` (written at once)."""
-
-    def __init__(self, answer: Callable[[p0.Packet], bytes]) -> None:
-        self._master, self._slave = os.openpty()
-        tty.setraw(self._slave)
-        self.port_path = os.ttyname(self._slave)
-        self.answer = answer
-        self.requests: list[p0.Packet] = []
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        parser = p0.PacketParser()
-        while True:
-            try:
-                data = os.read(self._master, 4096)
-            except OSError:
-                return
-            for packet in parser.feed(data):
-                self.requests.append(packet)
-                if reply := self.answer(packet):
-                    os.write(self._master, reply)
-
-    def close(self) -> None:
-        os.close(self._slave)
-        os.close(self._master)
-
-
 @pytest.fixture
-def scripted():
-    opened: list[tuple[ScriptedBus, StsBus]] = []
+def scripted(scripted_bus) -> Callable[..., tuple[Any, StsBus]]:
+    """``scripted(answer, retries=0)`` -> (the far end, an StsBus on it): the far end answers each packet with
+    ``answer(packet) -> bytes`` (conftest ``scripted_bus``)."""
+    def start(answer: Callable[[p0.Packet], bytes], retries: int = 0) -> tuple[Any, StsBus]:
+        return scripted_bus(StsBus, p0.PacketParser(), answer, retries=retries)
 
-    def start(answer: Callable[[p0.Packet], bytes], retries: int = 0) -> tuple[ScriptedBus, StsBus]:
-        fake = ScriptedBus(answer)
-        bus = StsBus(fake.port_path, 1_000_000, reply_timeout=0.05, retries=retries)
-        bus.open()
-        opened.append((fake, bus))
-        return fake, bus
-
-    yield start
-    for fake, bus in opened:
-        bus.close()
-        fake.close()
+    return start
 
 
 def data_for(servo_id: int, length: int) -> bytes:
@@ -148,7 +110,7 @@ def test_status_bits_in_err_keep_the_data_and_reach_the_caller(scripted) -> None
 
 def test_input_left_from_an_earlier_exchange_is_discarded_before_a_request(scripted) -> None:
     fake, bus = scripted(answer_all)
-    os.write(fake._master, status(1, 0, data_for(7, LENGTH)))       # a late reply, arrived between transactions
+    fake.send(status(1, 0, data_for(7, LENGTH)))                    # a late reply, arrived between transactions
     result = bus.sync_read([1], ADDRESS, LENGTH)
     length = fake.requests[-1].params[1]
     assert result.replies[1].data == data_for(1, length)[length - LENGTH:] and bus.counters.late_replies == 0
