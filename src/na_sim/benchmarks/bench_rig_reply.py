@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                     rig.terminate()
                     rig.wait(20)
                 ms = latency * 1e3
-                figures = {"bus_realtime": rig_info.get("bus_realtime"), "cycles": int(ms.size + missing),
+                figures = {"bus_realtime": rig_info.get("realtime", {}).get("buses"), "cycles": int(ms.size + missing),
                            "missing": missing, "p50_ms": float(np.percentile(ms, 50)),
                            "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max())}
                 results[f"priority_{priority}"] = figures

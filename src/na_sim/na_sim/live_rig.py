@@ -21,20 +21,25 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from na_common.netft import RDT_PORT
-from na_sim.bus_process import DEFAULT_PRIORITY, BusProcess, BusSetup
+from na_sim.bus_process import DEFAULT_PRIORITY, BusSetup, start_bus
+from na_sim.child_process import ChildProcess, take_realtime
 from na_sim.faults import DxlFaults, FtFaults
-from na_sim.ft_emulator import NetFtEmulator, SerialFtEmulator
+from na_sim.ft_process import FtSetup, start_ft
 from na_sim.press_task import PRESS_TASK
+from na_sim.rig_record import TruthLink
 from na_sim.shared_tables import PhysicsSide
+from na_sim.truth_publisher import TruthSetup, start_truth_publisher
 
 OPERATOR_RATE_HZ = 100.0          # how often the scripted operator moves the leader
-GIL_SWITCH_INTERVAL_S = 5e-4      # physics, operator, F/T emulators and the truth publisher share one interpreter
+GIL_SWITCH_INTERVAL_S = 5e-4      # physics and operator share one interpreter
+PHYSICS_PRIORITY = 40             # SCHED_FIFO of the physics and the F/T sensors: below the drivers' loops (50)
 STALL_MARGIN_S = 0.05             # physics behind wall time by more than this: said, and on /diagnostics as ERROR
 READY_WINDOW_S = 0.5              # the rig reports ready after running this long without such a stall
 READY_TIMEOUT_S = 60.0            # ... or gives up after this long
@@ -79,6 +84,9 @@ def add_rig_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     parser.add_argument("--bus-priority", type=int, default=DEFAULT_PRIORITY,
                         help=f"SCHED_FIFO priority of the two bus processes (default {DEFAULT_PRIORITY}, above the "
                              "arm drivers' loops; 0 = normal scheduling; needs CAP_SYS_NICE, else normal)")
+    parser.add_argument("--physics-priority", type=int, default=PHYSICS_PRIORITY,
+                        help=f"SCHED_FIFO priority of the physics and of the F/T sensor process (default "
+                             f"{PHYSICS_PRIORITY}, below the arm drivers' loops; 0 = normal scheduling)")
     parser.add_argument("--dxl-drop-rate", type=float, default=0.0, help="fault: status packets dropped (0-1)")
     parser.add_argument("--dxl-corrupt-rate", type=float, default=0.0,
                         help="fault: probability per status-packet byte of corruption (0-1)")
@@ -217,8 +225,9 @@ def _check_args(args: argparse.Namespace) -> str | None:
     for name, value in rates.items():
         if not 0.0 <= value <= 1.0:
             return f"{name} must be between 0 and 1, got {value}"
-    if not 0 <= args.bus_priority <= 99:
-        return f"--bus-priority must be 0..99, got {args.bus_priority}"
+    for name, value in (("--bus-priority", args.bus_priority), ("--physics-priority", args.physics_priority)):
+        if not 0 <= value <= 99:
+            return f"{name} must be 0..99, got {value}"
     if args.duration < 0 or args.status_every < 0:
         return "--duration and --status-every must be >= 0"
     if args.netft_rate <= 0 or args.serial_ft_rate <= 0:
@@ -290,6 +299,7 @@ def run_live_rig(args: argparse.Namespace) -> int:
         print(f"na-sim rig: {exc}", file=sys.stderr)
         return 2
     print("na-sim rig: building the rig ...", flush=True)
+    began = time.monotonic()
     rig = Rig(config, seed=args.seed)
     task_seed = args.seed if args.task_seed is None else args.task_seed
     try:
@@ -306,14 +316,6 @@ def run_live_rig(args: argparse.Namespace) -> int:
     dxl_faults = DxlFaults(drop_status_rate=args.dxl_drop_rate, corrupt_byte_rate=args.dxl_corrupt_rate,
                            seed=args.seed)
     ft_faults = FtFaults(drop_rate=args.ft_drop_rate, seed=args.seed)
-
-    def sensor_wrench() -> np.ndarray:
-        return rig.truth.sensor_wrench
-
-    netft = None if args.no_netft else NetFtEmulator(sensor_wrench, port=args.netft_port, rate_hz=args.netft_rate,
-                                                     faults=ft_faults)
-    serial_ft = None if args.no_serial_ft else SerialFtEmulator(sensor_wrench, rate_hz=args.serial_ft_rate,
-                                                                 faults=ft_faults)
     started: list[Any] = []
     stop, silence = threading.Event(), threading.Event()
     previous_handlers = {}
@@ -322,35 +324,36 @@ def run_live_rig(args: argparse.Namespace) -> int:
             previous_handlers[signum] = signal.signal(signum, lambda *_: stop.set())
         previous_handlers[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, lambda *_: silence.set())
     try:
-        # The ROS side first: its imports and DDS start-up must not stall the physics once it runs.
-        truth_publisher = None
-        if args.ros:
-            from na_sim.truth_publisher import TruthPublisher
-
-            truth_publisher = TruthPublisher(lambda: rig.truth, rig_health=lambda: health.status())
-        buses = _start_buses(rig, args, dxl_faults, started)
-        runner = RealtimeRunner(rig, stall_margin=STALL_MARGIN_S, links=tuple(link for link, _ in buses.values()))
-        health = RigHealth(runner, buses)
-        for part in (runner, netft, serial_ft, operator, truth_publisher):
+        truth_link = TruthLink(rig)
+        started.append(truth_link)
+        children = _start_children(rig, args, truth_link, dxl_faults, ft_faults, started)
+        runner = RealtimeRunner(rig, stall_margin=STALL_MARGIN_S,
+                                links=(*(link for link, _ in children.buses.values()), truth_link))
+        truth_link.runner = runner
+        physics_realtime = take_realtime(args.physics_priority)     # the runner and operator threads inherit it
+        for part in (runner, operator):
             if part is not None:
                 part.start()
                 started.append(part)
+        ft = children.ft.facts
         info = {
-            "leader_port": buses["leader"][1].port_path,
-            "follower_port": buses["follower"][1].port_path,
+            "leader_port": children.buses["leader"][1].facts["port_path"],
+            "follower_port": children.buses["follower"][1].facts["port_path"],
             "robot": rig.spec.name,
             "servo_ids": [r.servo_id for r in rig.follower_registers],
             "baud_rate": rig.spec.baud_rate,
-            "netft": None if netft is None else {"host": netft.address[0], "port": netft.port},
-            "serial_ft_port": None if serial_ft is None else serial_ft.port_path,
+            "netft": None if ft["netft"] is None else {"host": ft["netft"][0], "port": ft["netft"][1]},
+            "serial_ft_port": ft["serial_port"] or None,
             "task": args.task,
             "pid": os.getpid(),
-            "bus_realtime": all(bus.realtime for _, bus in buses.values()),
+            "realtime": {"buses": all(bus.facts["realtime"] for _, bus in children.buses.values()),
+                         "physics": physics_realtime, "ft": ft["realtime"]},
             "stall_margin_s": STALL_MARGIN_S,
         }
         if args.link_dir is not None:
             info["links"] = _link_ports(args.link_dir, info)
-        if truth_publisher is not None:
+        if children.truth is not None:
+            children.truth.facts                     # noqa: B018  (up before the rig says it is ready)
             info["ros_truth"] = True
         if not _wait_for_pace(runner, stop):
             print(f"na-sim rig: the physics did not keep pace with wall time for {READY_WINDOW_S:.1f} s within "
@@ -359,7 +362,7 @@ def run_live_rig(args: argparse.Namespace) -> int:
             return 1
         if stop.is_set():
             return 0
-        info["ready_after_s"] = round(time.monotonic() - health.started_at, 3)
+        info["ready_after_s"] = round(time.monotonic() - began, 3)
         print("na-sim rig ready: " + json.dumps(info), flush=True)
         if args.info_out is not None:
             try:
@@ -367,7 +370,7 @@ def run_live_rig(args: argparse.Namespace) -> int:
             except OSError as exc:
                 print(f"na-sim rig: cannot write --info-out {args.info_out}: {exc}", file=sys.stderr)
                 return 2
-        return _supervise(args, stop, silence, rig, runner, operator, health, netft)
+        return _supervise(args, stop, silence, rig, runner, operator, children, began)
     finally:
         for part in reversed(started):
             part.stop()
@@ -382,10 +385,24 @@ def run_live_rig(args: argparse.Namespace) -> int:
         print("na-sim rig: stopped", flush=True)
 
 
+@dataclass
+class _Children:
+    """The rig's processes besides the physics: one bus per arm (with its shared tables), the F/T sensors and,
+    with ``--ros``, the truth publisher."""
+
+    buses: dict[str, tuple[PhysicsSide, ChildProcess]]
+    ft: ChildProcess
+    truth: ChildProcess | None
+
+    def dead(self) -> list[str]:
+        parts = [*(bus for _, bus in self.buses.values()), self.ft, *([self.truth] if self.truth else [])]
+        return [part.name for part in parts if not part.alive]
+
+
 class _ArmBus:
     """One arm's bus process and its shared tables, stopped as one part of the rig."""
 
-    def __init__(self, link: PhysicsSide, bus: BusProcess) -> None:
+    def __init__(self, link: PhysicsSide, bus: ChildProcess) -> None:
         self.link, self.bus = link, bus
 
     def stop(self) -> None:
@@ -393,61 +410,30 @@ class _ArmBus:
         self.link.close()
 
 
-def _start_buses(rig: Any, args: argparse.Namespace, faults: DxlFaults,
-                 started: list[Any]) -> dict[str, tuple[PhysicsSide, BusProcess]]:
-    """One bus process per arm, serving the arm's tables on a pty of its own."""
+def _start_children(rig: Any, args: argparse.Namespace, truth_link: TruthLink, dxl_faults: DxlFaults,
+                    ft_faults: FtFaults, started: list[Any]) -> _Children:
+    """Start every child side by side (each spawn takes a second or so on a busy machine)."""
     family = rig.family
     buses = {}
     for role, registers in (("leader", rig.leader_registers), ("follower", rig.follower_registers)):
         link = PhysicsSide(registers, family.physics_bytes, family.error_bytes, family.clock_bytes)
         try:
-            bus = BusProcess(BusSetup(family.name, rig.spec.name, tuple(r.snapshot() for r in registers),
-                                      link.channels, rig.spec.baud_rate, args.wire_time, faults,
-                                      args.bus_priority, f"{role}-bus"))
+            bus = start_bus(BusSetup(family.name, rig.spec.name, tuple(r.snapshot() for r in registers),
+                                     link.channels, rig.spec.baud_rate, args.wire_time, dxl_faults,
+                                     args.bus_priority), f"{role}-bus")
         except BaseException:
             link.close()
             raise
         started.append(_ArmBus(link, bus))
         buses[role] = (link, bus)
-    return buses
-
-
-class RigHealth:
-    """What the rig says about itself: physics pace against wall time and whether its bus processes live."""
-
-    def __init__(self, runner: Any, buses: dict[str, tuple[PhysicsSide, BusProcess]]) -> None:
-        self.runner, self.buses = runner, buses
-        self.started_at = time.monotonic()
-        self._reported_stalls = 0
-
-    def new_stalls(self) -> list[tuple[float, float]]:
-        """Stalls (began, worst lag) not reported yet; a stall still going on is reported when it ends."""
-        stalls = self.runner.stalls
-        ended = len(stalls) - (1 if self.runner.lag > self.runner.stall_margin else 0)
-        fresh = stalls[self._reported_stalls:ended]
-        self._reported_stalls = max(self._reported_stalls, ended)
-        return fresh
-
-    def status(self) -> dict[str, Any]:
-        """For /diagnostics: level 0 OK, 1 WARN (lagging now), 2 ERROR (fell behind past the margin or a bus
-        process died); values count since start, so a reader sees them move."""
-        runner = self.runner
-        dead = [role for role, (_, bus) in self.buses.items() if not bus.alive]
-        stalls = len(runner.stalls)
-        if dead:
-            level, message = 2, "bus process died: " + ", ".join(dead)
-        elif runner.stalls and runner.stalls[-1][0] > time.monotonic() - 1.5:
-            level, message = 2, (f"physics fell behind wall time by {runner.stalls[-1][1] * 1e3:.0f} ms "
-                                 f"(margin {runner.stall_margin * 1e3:.0f} ms)")
-        elif runner.lag > runner.stall_margin / 2:
-            level, message = 1, f"physics lagging by {runner.lag * 1e3:.0f} ms"
-        else:
-            level, message = 0, "at pace"
-        values = {"lag_ms": f"{runner.lag * 1e3:.1f}", "worst_lag_ms": f"{runner.worst_lag * 1e3:.1f}",
-                  "stalls": str(stalls), "skipped_steps": str(runner.skipped), "steps": str(runner.steps),
-                  **{f"{role}_bus_packets": str(link.counters["packets"]) for role, (link, _) in self.buses.items()},
-                  **{f"{role}_bus_realtime": str(bus.realtime) for role, (_, bus) in self.buses.items()}}
-        return {"level": level, "message": message, "values": values}
+    ft = start_ft(FtSetup(truth_link.path, not args.no_netft, args.netft_port, args.netft_rate, not args.no_serial_ft,
+                          args.serial_ft_rate, ft_faults, args.physics_priority))
+    started.append(ft)
+    truth = None
+    if args.ros:
+        truth = start_truth_publisher(TruthSetup(truth_link.path, STALL_MARGIN_S))
+        started.append(truth)
+    return _Children(buses, ft, truth)
 
 
 def _wait_for_pace(runner: Any, stop: threading.Event) -> bool:
@@ -481,12 +467,12 @@ def _remove_own_info(path: Path | None) -> None:
 
 
 def _supervise(args: argparse.Namespace, stop: threading.Event, silence: threading.Event, rig: Any, runner: Any,
-               operator: ScriptedOperator | None, health: RigHealth,
-               netft: NetFtEmulator | None) -> int:
+               operator: Any, children: _Children, began: float) -> int:
     """Wait for a stop; say when the physics fell behind; a status line every ``--status-every`` s; 1 if a
     part failed. ``silence`` (SIGUSR1, a fault drill) silences the follower's bus for ``DRILL_SILENCE_S``."""
     deadline = time.monotonic() + args.duration if args.duration > 0 else None
     next_status = time.monotonic() + args.status_every
+    reported = 0
     while not stop.is_set():
         wait = SUPERVISE_PERIOD_S if deadline is None else max(0.0, min(SUPERVISE_PERIOD_S,
                                                                          deadline - time.monotonic()))
@@ -495,22 +481,24 @@ def _supervise(args: argparse.Namespace, stop: threading.Event, silence: threadi
             if part is not None and part.error is not None:
                 print(f"na-sim rig: {name} failed: {part.error!r}", file=sys.stderr)
                 return 1
+        dead = children.dead()
+        if dead and not stop.is_set():
+            print(f"na-sim rig: the {', '.join(dead)} process died", file=sys.stderr)
+            return 1
         if silence.is_set():
             silence.clear()
-            health.buses["follower"][1].silence(DRILL_SILENCE_S)
+            children.buses["follower"][1].request(("silence", DRILL_SILENCE_S))
             print(f"na-sim rig: fault drill: the follower's bus is silent for {DRILL_SILENCE_S:.0f} s", flush=True)
-        for role, (_, bus) in health.buses.items():
-            if not bus.alive:
-                print(f"na-sim rig: the {role} bus process died", file=sys.stderr)
-                return 1
-        for began, worst in health.new_stalls():
+        ended = len(runner.stalls) - (1 if runner.lag > runner.stall_margin else 0)
+        for stall_began, worst in runner.stalls[reported:ended]:
             print(f"na-sim rig: physics fell behind wall time by {worst * 1e3:.0f} ms at "
-                  f"t={began - health.started_at:.2f} s (margin {runner.stall_margin * 1e3:.0f} ms; "
+                  f"t={stall_began - began:.2f} s (margin {runner.stall_margin * 1e3:.0f} ms; "
                   f"{runner.skipped} steps skipped so far)", file=sys.stderr, flush=True)
+        reported = max(reported, ended)
         if args.status_every > 0 and not stop.is_set() and time.monotonic() >= next_status:
             next_status += args.status_every
-            packets = "/".join(str(link.counters["packets"]) for link, _ in health.buses.values())
-            records = netft.stats["records"] if netft is not None else 0
+            packets = "/".join(str(link.counters["packets"]) for link, _ in children.buses.values())
+            records = children.ft.request("counters")["records"]
             print(f"  t={rig.truth.time:8.2f} s  steps {runner.steps} (skipped {runner.skipped}, worst lag "
                   f"{runner.worst_lag * 1e3:.1f} ms)  bus packets leader/follower {packets}  "
                   f"Net F/T records {records}", flush=True)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from na_common import topics
+from na_sim.child_process import ChildProcess, say_goodbye, serve, take_realtime
 
 TRUTH_RATE_HZ = 100.0
 HEALTH_PERIOD_S = 1.0
@@ -86,3 +88,27 @@ class TruthPublisher:
         rclpy.try_shutdown(context=self.context)
         self._thread.join(timeout=2.0)
         self.node.destroy_node()
+
+
+@dataclass(frozen=True)
+class TruthSetup:
+    record_path: str              # the physics' record (na_sim.rig_record)
+    stall_margin: float           # s behind wall time that counts as a stall (ERROR on /diagnostics)
+
+
+def _serve_truth(control, setup: TruthSetup) -> None:
+    """Child process: the truth publisher at normal priority, fed from the physics' record."""
+    from na_sim.rig_record import PaceStatus, RigRecordReader
+
+    take_realtime(0)
+    reader = RigRecordReader(setup.record_path)
+    publisher = TruthPublisher(reader.truth, rig_health=PaceStatus(reader, setup.stall_margin).status).start()
+    serve(control, {}, lambda _request: {"alive": publisher.error is None})
+    publisher.stop()
+    reader.close()
+    say_goodbye(control, {})
+
+
+def start_truth_publisher(setup: TruthSetup) -> ChildProcess:
+    """The ROS side of the rig in a process of its own (rclpy never shares the physics' interpreter)."""
+    return ChildProcess(_serve_truth, setup, "truth-publisher")
