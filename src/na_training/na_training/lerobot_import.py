@@ -23,41 +23,33 @@ import argparse
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from na_common.episode_bag import NOMINAL_CONDITION
-from na_description import RobotSpec, SpecError, load_spec
+from na_description import RobotSpec
 from na_description.spec import robot_option_help
 from na_training import labels
-from na_training.lerobot_format import (
-    LeRobotFormatError,
-    data_files,
-    major_version,
-    read_episode_rows,
-    read_info,
-    read_tasks,
+from na_training.lerobot_format import LeRobotFormatError, data_files, read_episode_rows, read_tasks
+from na_training.lerobot_layout import (
+    NEUTRAL_TEMPERATURE_C,
+    NEUTRAL_VOLTAGE_V,
+    Layout,
+    LeRobotImportError,
+    Units,
+    decide_units,
+    read_layout,
+    statements,
 )
-from na_training.lerobot_names import Signal, describe_names, find_signals
 from na_training.lerobot_read import EpisodeSource, read_all_episodes
-from na_training.lerobot_robots import (
-    ACCEPTED_ROBOT_TYPES,
-    CONTACT_FEATURE,
-    FORCE_FEATURE,
-    FORCE_VALID_FEATURE,
-    normalise_robot_type,
-    robot_for_type,
-)
+from na_training.lerobot_robots import CONTACT_FEATURE, FORCE_FEATURE, FORCE_VALID_FEATURE
 from na_training.lerobot_units import (
     Calibration,
     LeRobotUnitsError,
-    check_gripper,
-    decide_unit,
     find_calibration,
-    infer_joint_units,
     read_calibration,
     signal_to_si,
     to_joint_positions,
@@ -65,168 +57,11 @@ from na_training.lerobot_units import (
 from na_training.nad import AXES, NadError, NadWriter, build_columns
 from na_training.progress import ItemProgress
 
-SUPPORTED_VERSIONS = ("v2", "v3")
-NEUTRAL_VOLTAGE_V = 12.0                 # the specs' 12 V servo supply, as the simulated rig runs it
-NEUTRAL_TEMPERATURE_C = 25.0             # room temperature, the simulated rig's ambient
 JOINT_UNIT_CHOICES = ("auto", "degrees", "range", "steps")
 LOAD_UNIT_CHOICES = ("auto", "permille", "percent", "fraction", "raw")
-POSITION_UNIT_WORDS = {"deg": "degrees", "degrees": "degrees", "range": "range", "m100_100": "range",
-                       "steps": "steps", "raw": "steps"}
-TELEMETRY = ("velocity", "load", "current", "pwm", "input_voltage", "temperature")
 TASK_FALLBACK = "lerobot"
 EPISODE_META = {"task_instance": str, "payload_grams": float, "force_source": str, "condition": str,
                 "operator": str, "notes": str, "source": str, "episode_id": str}
-
-
-class LeRobotImportError(ValueError):
-    """The dataset cannot be imported; the message says exactly what is missing, ambiguous or wrong."""
-
-
-# ----------------------------------------------------------------------------------------- layout
-
-@dataclass
-class Layout:
-    """What ``meta/info.json`` says about a dataset, checked against the robot spec."""
-
-    version: str
-    fps: float
-    robot_type: str
-    spec: RobotSpec
-    signals: dict[str, Signal]
-    force: bool                              # observation.force (+ validity, contact) of an export
-    total_episodes: int | None
-    notes: list[str] = field(default_factory=list)
-
-
-def _spec_for(info: Mapping[str, Any], robot: str | None, where: str) -> tuple[RobotSpec, str]:
-    """The robot spec: ``--robot``, else the one ``robot_type`` names (any spelling), else told by motor names."""
-    robot_type = info.get("robot_type")
-    try:
-        named, note = robot_for_type(robot_type)
-    except ValueError as err:
-        raise LeRobotImportError(f"{where}: {err}") from None
-    try:
-        spec = load_spec(robot) if robot is not None else None
-    except SpecError as err:
-        raise LeRobotImportError(f"--robot: {err}") from None
-    unknown = normalise_robot_type(robot_type) in ("", "none", "null", "unknown")
-    if spec is not None:
-        if (named is not None and named != spec.name) or (named is None and not unknown):
-            accepted = ", ".join(sorted(ACCEPTED_ROBOT_TYPES.get(spec.name, {})))
-            raise LeRobotImportError(f"{where}: robot_type {robot_type!r} is not the {spec.name} (spellings taken "
-                                     f"for it: {accepted or 'none'}; see --robot)")
-        return spec, note
-    if named is not None:
-        return load_spec(named), note
-    if not unknown:
-        raise LeRobotImportError(f"{where}: robot_type {robot_type!r} is not an arm this suite models (known: "
-                                 f"{', '.join(ACCEPTED_ROBOT_TYPES)}; see --robot)")
-    for candidate in ACCEPTED_ROBOT_TYPES:               # no robot type: the arm whose motor names match
-        spec = load_spec(candidate)
-        try:
-            if {"position", "command"} <= set(find_signals(info, spec)):
-                return spec, "no robot_type recorded: told from the motor names"
-        except ValueError:
-            continue
-    raise LeRobotImportError(f"{where}: no robot_type recorded and the motor names match no known arm; give --robot")
-
-
-def read_layout(root: Path, robot: str | None) -> tuple[dict[str, Any], Layout]:
-    """``meta/info.json`` checked: version, robot, fps, the motor signals and the effort signal the model needs."""
-    info = read_info(root)
-    where = f"{root / 'meta' / 'info.json'}"
-    version = major_version(info)
-    if version not in SUPPORTED_VERSIONS:
-        readable = " and ".join(v + ".x" for v in SUPPORTED_VERSIONS)
-        raise LeRobotImportError(f"{where}: codebase_version {info.get('codebase_version') or 'missing'} is not "
-                                 f"supported (this importer reads {readable})")
-    spec, note = _spec_for(info, robot, where)
-    notes = [f"robot_type {info.get('robot_type')!r}: {note}"] if note else []
-    features = info["features"]
-    for key in ("observation.state", "action"):
-        if key not in features:
-            raise LeRobotImportError(f"{where}: no {key!r} feature (needed for the follower "
-                                     f"{'position' if key == 'observation.state' else 'command'})")
-    try:
-        signals = find_signals(info, spec)
-    except ValueError as err:
-        raise LeRobotImportError(f"{where}: {err}") from None
-    for name, key in (("position", "observation.state"), ("command", "action")):
-        if name not in signals:
-            raise LeRobotImportError(f"{where}: feature {key!r} has no entries naming {spec.name}'s motors "
-                                     f"(names: {features[key].get('names')})")
-    if spec.effort_signal not in signals:
-        word = "Present Load" if spec.effort_signal == "load" else "Present Current"
-        raise LeRobotImportError(f"{where}: no {word} column (observation.state entries <motor>.{spec.effort_signal} "
-                                 f"or a feature observation.{spec.effort_signal} / observation.effort), which the "
-                                 f"{spec.name} model reads as effort")
-    fps = float(info.get("fps") or 0)
-    if fps <= 0:
-        raise LeRobotImportError(f"{where}: fps {info.get('fps')!r} is not a frame rate")
-    if abs(1.0 / fps - spec.frame_period) > 1e-6:
-        notes.append(f"fps {fps:g} differs from {spec.name}'s frame period {spec.frame_period:.6g} s: the NAD keeps "
-                     f"the dataset's {1.0 / fps:.6g} s frames (convert or resample before training at the spec's rate)")
-    total = info.get("total_episodes")
-    return info, Layout(version=version, fps=fps, robot_type=str(info.get("robot_type") or ""), spec=spec,
-                        signals=signals, force=FORCE_FEATURE in features, notes=notes,
-                        total_episodes=None if total is None else int(total))
-
-
-# ----------------------------------------------------------------------------------------- units
-
-@dataclass
-class Units:
-    joint: str
-    joint_reason: str
-    telemetry: dict[str, tuple[str, str]]        # signal -> (unit, how it was told)
-    calibration: Calibration | None
-
-
-def _joint_units(info: Mapping[str, Any], layout: Layout, episodes: Sequence[EpisodeSource], given: str,
-                 calibration: Calibration | None) -> tuple[str, str]:
-    if given != "auto":
-        return given, "given (--joint-units)"
-    named = {POSITION_UNIT_WORDS.get(layout.signals[s].unit or "") for s in ("position", "command")} - {None}
-    if len(named) == 1:
-        return named.pop(), "named in the position names"
-    hint = (info.get("neural_actuator") or {}).get("joint_units") if isinstance(info.get("neural_actuator"),
-                                                                                 Mapping) else None
-    if hint in POSITION_UNIT_WORDS.values():
-        return str(hint), "stated in meta/info.json (neural_actuator.joint_units)"
-    state = np.concatenate([e.values["position"] for e in episodes])
-    values = np.concatenate([state, *(e.values["command"] for e in episodes)])
-    try:
-        return infer_joint_units(state, values, layout.spec, calibration, layout.spec.joint_names)
-    except LeRobotUnitsError as err:
-        raise LeRobotImportError(str(err)) from None
-
-
-def decide_units(info: Mapping[str, Any], layout: Layout, episodes: Sequence[EpisodeSource], joint_units: str,
-                 load_units: str, calibration: Calibration | None) -> Units:
-    joint, reason = _joint_units(info, layout, episodes, joint_units, calibration)
-    if joint == "range" and calibration is None:
-        raise LeRobotImportError(f"joint positions are in LeRobot's -100..100 range mode ({reason}), which cannot be "
-                                 "converted to radians without the arm's calibration file (--calibration FILE or "
-                                 "--robot-id ID)")
-    gripper = layout.spec.n_motors - 1
-    for source in episodes:
-        for name in ("position", "command"):
-            try:
-                check_gripper(source.values[name][:, gripper], f"episode {source.lerobot_index} {name} gripper", joint)
-            except LeRobotUnitsError as err:
-                raise LeRobotImportError(str(err)) from None
-    telemetry = {}
-    cli_load = {"percent": "pct", "fraction": "frac", "permille": "permille", "raw": "raw"}.get(load_units)
-    for signal in TELEMETRY:
-        if signal not in layout.signals:
-            continue
-        unit = cli_load if signal == "load" and cli_load else layout.signals[signal].unit
-        values = np.concatenate([e.values[signal].ravel() for e in episodes])
-        try:
-            telemetry[signal] = decide_unit(signal, values, unit, layout.spec, f"{layout.signals[signal].feature}")
-        except LeRobotUnitsError as err:
-            raise LeRobotImportError(str(err)) from None
-    return Units(joint, reason, telemetry, calibration)
 
 
 # ----------------------------------------------------------------------------------------- frames
@@ -337,7 +172,7 @@ def import_lerobot(dataset: str | Path, out: str | Path, *, robot: str | None = 
         raise LeRobotImportError(f"{root}: meta/info.json says {layout.total_episodes} episodes, the data files hold "
                                  f"{len(episodes)}")
     units = decide_units(info, layout, episodes, joint_units, load_units, ranges)
-    statements = _statements(info, layout, units)
+    report_lines = statements(info, layout, units)
     columns = build_columns(spec.joint_names, [spec.condition_joint], with_truth=False,
                             optional_fields=("load",) if spec.effort_signal == "load" else ())
     writer = NadWriter(out, columns, overwrite=overwrite)
@@ -356,8 +191,8 @@ def import_lerobot(dataset: str | Path, out: str | Path, *, robot: str | None = 
                             "contact_frames": int(frames["contact"].sum())})
             shown.advance(row["frame_count"])
         totals = {key: int(sum(r[key] for r in reports)) for key in ("frames", "invalid_frames", "force_invalid")}
-        writer.finish(_dataset_info(spec, layout, columns, units, statements, root),
-                      {"episodes": reports, "skipped": [], "incomplete": [], "totals": totals, "units": statements},
+        writer.finish(_dataset_info(spec, layout, columns, units, report_lines, root),
+                      {"episodes": reports, "skipped": [], "incomplete": [], "totals": totals, "units": report_lines},
                       seed)
     except BaseException:
         writer.abort()
@@ -366,30 +201,7 @@ def import_lerobot(dataset: str | Path, out: str | Path, *, robot: str | None = 
         shown.close()
     return ImportResult(out=Path(out), episodes=len(reports), frames=totals["frames"],
                         invalid_frames=totals["invalid_frames"], seconds=time.perf_counter() - started,
-                        statements=statements)
-
-
-def _statements(info: Mapping[str, Any], layout: Layout, units: Units) -> list[str]:
-    """One line per decision the import took: robot, names, units, calibration, what is filled."""
-    spec, signals = layout.spec, layout.signals
-    lines = [f"robot {spec.name} (robot_type {layout.robot_type or 'none'}, LeRobot {layout.version})", *layout.notes,
-             f"positions: {describe_names(info, signals['position'])}; commands: "
-             f"{describe_names(info, signals['command'])}",
-             f"joint units: {units.joint} ({units.joint_reason}); gripper: 0..100 of "
-             + ("the calibrated range" if units.calibration else "the spec's jaw limits (no calibration)")]
-    if units.calibration is not None:
-        lines.append(f"calibration: {units.calibration.path}")
-        lines += units.calibration.warnings
-    for signal, (_, how) in units.telemetry.items():
-        lines.append(f"{signal}: {signals[signal].feature} [{describe_names(info, signals[signal])}] in {how}")
-    filled = [s for s in ("velocity", "input_voltage", "temperature") if s not in units.telemetry]
-    if filled:
-        lines.append("not recorded, filled: " + ", ".join(
-            {"velocity": "velocity from finite differences of the position",
-             "input_voltage": f"voltage {NEUTRAL_VOLTAGE_V:g} V",
-             "temperature": f"temperature {NEUTRAL_TEMPERATURE_C:g} degC"}[s] for s in filled))
-    lines.append("force labels: observation.force (N, base frame)" if layout.force else "no force labels")
-    return lines
+                        statements=report_lines)
 
 
 def _episode_row(root: Path, layout: Layout, source: EpisodeSource, task: str, meta: Mapping[str, Any],
@@ -415,7 +227,8 @@ def _episode_row(root: Path, layout: Layout, source: EpisodeSource, task: str, m
         "frame_count": len(frames["time"]),
         "duration_s": float(frames["time"][-1]),
         "source_bag": root.as_posix(),
-        "source": f"lerobot {layout.version} episode {source.lerobot_index}",
+        "source": (f"{carried['source']} via " if "source" in carried else "")
+        + f"lerobot {layout.version} episode {source.lerobot_index}",
         "seed": int(meta["seed"]) if meta.get("seed") is not None else None,
         "operator": carried.get("operator", ""),
         "notes": carried.get("notes", "imported from a LeRobot dataset" + ("" if layout.force else
@@ -425,7 +238,7 @@ def _episode_row(root: Path, layout: Layout, source: EpisodeSource, task: str, m
     }
 
 
-def _dataset_info(spec: RobotSpec, layout: Layout, columns: Sequence[Any], units: Units, statements: list[str],
+def _dataset_info(spec: RobotSpec, layout: Layout, columns: Sequence[Any], units: Units, lines: list[str],
                   root: Path) -> dict[str, Any]:
     """meta/info.json fields (the same keys the bag converter writes, its ``converter`` entry saying how)."""
     return {
@@ -450,7 +263,7 @@ def _dataset_info(spec: RobotSpec, layout: Layout, columns: Sequence[Any], units
             "joint_units_reason": units.joint_reason,
             "calibration": units.calibration is not None,
             "telemetry_units": {s: how for s, (_, how) in units.telemetry.items()},
-            "statements": statements,
+            "statements": lines,
             "not_recorded": ["leader_position", "bus_cycle_duration",
                              *(s for s in ("current", "pwm") if s not in units.telemetry)],
         },
