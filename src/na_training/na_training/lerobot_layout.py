@@ -158,9 +158,8 @@ def _joint_units(info: Mapping[str, Any], layout: Layout, episodes: Sequence[Epi
     if hint in POSITION_UNIT_WORDS.values():
         return str(hint), "stated in meta/info.json (neural_actuator.joint_units)"
     state = np.concatenate([e.values["position"] for e in episodes])
-    values = np.concatenate([state, *(e.values["command"] for e in episodes)])
     try:
-        return infer_joint_units(state, values, layout.spec, calibration, layout.spec.joint_names)
+        return infer_joint_units(state, layout.spec, calibration, layout.spec.joint_names)
     except LeRobotUnitsError as err:
         raise LeRobotImportError(str(err)) from None
 
@@ -173,12 +172,11 @@ def decide_units(info: Mapping[str, Any], layout: Layout, episodes: Sequence[Epi
                                  "converted to radians without the arm's calibration file (--calibration FILE or "
                                  "--robot-id ID)")
     gripper = layout.spec.n_motors - 1
-    for source in episodes:
-        for name in ("position", "command"):
-            try:
-                check_gripper(source.values[name][:, gripper], f"episode {source.lerobot_index} {name} gripper", joint)
-            except LeRobotUnitsError as err:
-                raise LeRobotImportError(str(err)) from None
+    for source in episodes:           # the readings only: LeRobot clamps them, not a policy's actions
+        try:
+            check_gripper(source.values["position"][:, gripper], f"episode {source.lerobot_index} gripper", joint)
+        except LeRobotUnitsError as err:
+            raise LeRobotImportError(str(err)) from None
     telemetry = {}
     cli_load = {"percent": "pct", "fraction": "frac", "permille": "permille", "raw": "raw"}.get(load_units)
     for signal in TELEMETRY:

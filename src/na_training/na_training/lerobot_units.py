@@ -272,13 +272,14 @@ def _grid_units(state: np.ndarray, spec: RobotSpec, motors: Sequence[str]) -> tu
     return None
 
 
-def infer_joint_units(state: np.ndarray, values: np.ndarray, spec: RobotSpec, calibration: Calibration | None,
+def infer_joint_units(state: np.ndarray, spec: RobotSpec, calibration: Calibration | None,
                       motors: Sequence[str]) -> tuple[str, str]:
-    """Joint units told from the recorded readings ``state`` ``[N, n]`` and all positions ``values`` (state and
-    action rows, spec order): the units and why. Raises :class:`LeRobotUnitsError` naming the ambiguity when the
-    values fit more than one."""
+    """Joint units told from the recorded readings ``state`` ``[N, n]`` (spec order; the readings, not the action,
+    which a policy may have sent beyond the range LeRobot clamps reads to): the units and why. Raises
+    :class:`LeRobotUnitsError` naming the ambiguity when the values fit more than one."""
     gripper = spec.n_motors - 1
-    arm = np.abs(np.asarray(values, dtype=np.float64)[:, :gripper])
+    values = np.asarray(state, dtype=np.float64)
+    arm = np.abs(values[:, :gripper])
     arm = np.where(np.isfinite(arm), arm, 0.0)
     if not arm.size:
         raise LeRobotUnitsError("no finite joint positions to tell their units from")
@@ -294,7 +295,7 @@ def infer_joint_units(state: np.ndarray, values: np.ndarray, spec: RobotSpec, ca
                                 "nor raw encoder steps")
     if peak[worst] > RANGE_LIMIT + 1e-3:
         return "degrees", f"{largest} is beyond the +-100 of range mode"
-    grid = _grid_units(np.asarray(state, dtype=np.float64), spec, motors)
+    grid = _grid_units(values, spec, motors)
     if grid is not None:
         return grid
     if calibration is not None:
