@@ -6,8 +6,10 @@ half-way ("teleop failed: RuntimeError('Unable to convert call argument ...')", 
 called"). :data:`STOP` notes the first signal in :attr:`StopSignals.requested` and, unless told to be
 quiet, raises ``KeyboardInterrupt`` to abort what runs (imports, building the node). A
 ``KeyboardInterrupt`` raised where Python ignores exceptions (a weakref callback) is lost, the note is
-not: :func:`na_common.ros_node.run_node` looks at it before and after each phase. While a node spins or
-closes the handler is quiet: the spin loop ends after the callback that runs, the closing completes.
+not: :func:`na_common.ros_node.run_node` looks at it before and after each phase. While a node spins with
+:func:`na_common.ros_node.spin_node` or closes, the handler is quiet: the spin loop ends after the callback
+that runs, the closing completes. A spin loop of a node's own that runs until its context is shut down
+gets :attr:`StopSignals.on_stop` instead (run_node shuts the context down from a thread, as rclpy would).
 
 Importing rclpy and a node's modules takes a second or more on a busy machine. A console script that
 points at :func:`run` through a module of its own with stdlib imports only (``na_teleop.executables``)
@@ -19,6 +21,7 @@ from __future__ import annotations
 import importlib
 import signal
 import threading
+from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
@@ -32,6 +35,7 @@ class StopSignals:
         self.requested: int | None = None       # the first signal received
         self.quiet = False                       # note only, never raise (spinning, closing)
         self.protected: set[CodeType] = set()    # code in which a signal is noted only (it must run to its end)
+        self.on_stop: Callable[[], None] | None = None   # called once on the first signal instead of raising
         self._previous: dict[int, Any] = {}
 
     @property
@@ -51,11 +55,16 @@ class StopSignals:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous = {}
-        self.requested, self.quiet = None, False
+        self.requested, self.quiet, self.on_stop = None, False, None
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        first = self.requested is None
         self.requested = self.requested or signum
         if self.quiet or (frame is not None and frame.f_code in self.protected):
+            return
+        if self.on_stop is not None:
+            if first:
+                self.on_stop()
             return
         raise KeyboardInterrupt(signal.Signals(signum).name)
 

@@ -8,7 +8,9 @@ phase, exit codes).
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -150,6 +152,7 @@ def run_node(executable: str, help_text: Callable[[], str], make_node: Callable[
     logger = rclpy.logging.get_logger(executable)
     node = None
     code = 0
+    stopper: list[threading.Thread] = []     # the thread that shuts the context down for a spin of a node's own
     try:
         if not stop_requested():
             rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
@@ -158,7 +161,7 @@ def run_node(executable: str, help_text: Callable[[], str], make_node: Callable[
             ignored = undeclared_overrides(node)
             if ignored:
                 logger.warning(f"ignoring parameter(s) {executable} does not have: {', '.join(ignored)}")
-            code = 0 if stop_requested() else spin(node)
+            code = 0 if stop_requested() else _spin(spin, node, stopper)
     except (KeyboardInterrupt, ExternalShutdownException):
         code = 0
     except (*startup_errors, ParameterError, ParameterException) as exc:
@@ -175,10 +178,32 @@ def run_node(executable: str, help_text: Callable[[], str], make_node: Callable[
             code = 1
     finally:
         STOP.quiet = True
+        for thread in stopper:
+            thread.join()
         _close(node, logger, executable)
         STOP.protected.discard(run_node.__code__)
         STOP.restore()
     return code
+
+
+def _spin(spin: Callable[[Any], int], node: Node, stopper: list[threading.Thread]) -> int:
+    """``spin(node)``. A signal meanwhile shuts the context down from a thread (kept in ``stopper``), as rclpy's
+    handler would, which ends a spin of a node's own that runs until then (spin_node is not interrupted: it ends
+    on the signal itself)."""
+
+    def shut_down() -> None:
+        with contextlib.suppress(Exception):          # shut down meanwhile: nothing left to do
+            node.context.try_shutdown()
+
+    def shut_down_soon() -> None:
+        stopper.append(threading.Thread(target=shut_down, name="stop-on-signal"))
+        stopper[-1].start()
+
+    STOP.on_stop = shut_down_soon
+    try:
+        return spin(node)
+    finally:
+        STOP.on_stop = None
 
 
 def _close(node: Any, logger: Any, executable: str) -> None:
