@@ -60,12 +60,13 @@ class Calibration:
 
 def default_calibration_root() -> Path:
     """LeRobot's calibration folder: ``$HF_LEROBOT_CALIBRATION``, else ``$HF_LEROBOT_HOME/calibration``, else
-    ``~/.cache/huggingface/lerobot/calibration`` (``lerobot/utils/constants.py``)."""
+    ``$HF_HOME/lerobot/calibration`` (``HF_HOME`` default ``~/.cache/huggingface``; ``lerobot/utils/constants.py``)."""
     if os.environ.get("HF_LEROBOT_CALIBRATION"):
         return Path(os.environ["HF_LEROBOT_CALIBRATION"]).expanduser()
-    home = os.environ.get("HF_LEROBOT_HOME")
-    base = Path(home).expanduser() if home else Path.home() / ".cache" / "huggingface" / "lerobot"
-    return base / "calibration"
+    if os.environ.get("HF_LEROBOT_HOME"):
+        return Path(os.environ["HF_LEROBOT_HOME"]).expanduser() / "calibration"
+    hf_home = Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser()
+    return hf_home / "lerobot" / "calibration"
 
 
 def find_calibration(robot_id: str, spec: RobotSpec, root: str | Path | None = None) -> Path:
