@@ -50,7 +50,7 @@ from na_training.lerobot_robots import (
     FORCE_VALID_NAMES,
     channels_for,
 )
-from na_training.lerobot_units import Calibration, LeRobotUnitsError, find_calibration, read_calibration
+from na_training.lerobot_units import Calibration, LeRobotUnitsError, load_calibration
 from na_training.lerobot_writer import LeRobotWriteError, LeRobotWriter
 from na_training.nad import Episode, NadError, load_nad, read_info, robot_spec
 from na_training.progress import ItemProgress
@@ -126,15 +126,12 @@ def _nad_rate(info: dict[str, Any], fps: int | None) -> tuple[int, int | None]:
     return int(target), None if integer and round(rate) == target else round(1e9 / target)
 
 
-def _calibration(spec: RobotSpec, path: str | None, robot_id: str | None, folder: str | None) -> Calibration | None:
+def _calibration(spec: RobotSpec, path: str | Path | None, robot_id: str | None,
+                 folder: str | Path | None) -> Calibration | None:
     try:
-        if path:
-            return read_calibration(path, spec)
-        if robot_id:
-            return read_calibration(find_calibration(robot_id, spec, folder), spec)
+        return load_calibration(spec, path, robot_id, folder)
     except LeRobotUnitsError as err:
         raise LeRobotExportError(str(err)) from None
-    return None
 
 
 def export_lerobot(sources: Sequence[str | Path], out: str | Path, *, robot: str | None = None,
@@ -286,11 +283,14 @@ def add_export_lerobot_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--joint-units", choices=EXPORT_JOINT_UNITS, default="degrees",
                         help="LeRobot's joint normalisation: degrees (use_degrees, the default) or range (-100..100, "
                              "needs the calibration)")
-    calibration = parser.add_mutually_exclusive_group()
+    calibration = parser.add_argument_group("calibration")
     calibration.add_argument("--calibration", metavar="JSON",
-                             help="the arm's LeRobot calibration file: positions about its calibrated ranges")
-    calibration.add_argument("--robot-id", metavar="ID", help="find the calibration by LeRobot robot id")
-    parser.add_argument("--calibration-dir", metavar="DIR", help="LeRobot's calibration folder for --robot-id")
+                             help="the arm's LeRobot calibration file (or its folder, with --robot-id): positions "
+                                  "about its calibrated ranges")
+    calibration.add_argument("--robot-id", "--calibration-id", metavar="ID",
+                             help="find the calibration by LeRobot robot id in LeRobot's calibration folder")
+    calibration.add_argument("--calibration-dir", metavar="DIR",
+                             help="LeRobot's calibration folder for --robot-id (default as LeRobot's)")
     parser.add_argument("--config", metavar="YAML", help="converter config for bags (see na-train convert)")
     parser.add_argument("--jobs", type=int, metavar="N", help="bag conversion worker processes (default: one per CPU)")
     parser.add_argument("--max-file-mb", type=float, default=100.0, metavar="MB",

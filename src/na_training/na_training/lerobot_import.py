@@ -49,8 +49,7 @@ from na_training.lerobot_robots import CONTACT_FEATURE, FORCE_FEATURE, FORCE_VAL
 from na_training.lerobot_units import (
     Calibration,
     LeRobotUnitsError,
-    find_calibration,
-    read_calibration,
+    load_calibration,
     signal_to_si,
     to_joint_positions,
 )
@@ -141,13 +140,9 @@ class ImportResult:
 def _calibration(spec: RobotSpec, path: str | Path | None, robot_id: str | None,
                  folder: str | Path | None) -> Calibration | None:
     try:
-        if path is not None:
-            return read_calibration(path, spec)
-        if robot_id is not None:
-            return read_calibration(find_calibration(robot_id, spec, folder), spec)
+        return load_calibration(spec, path, robot_id, folder)
     except LeRobotUnitsError as err:
         raise LeRobotImportError(str(err)) from None
-    return None
 
 
 def import_lerobot(dataset: str | Path, out: str | Path, *, robot: str | None = None, seed: int = 0,
@@ -296,15 +291,16 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.add_argument("--load-units", choices=LOAD_UNIT_CHOICES, default="auto",
                         help="Present Load unit when the names do not say: permille (LeRobot's register value, 0.1 %%),"
                              " percent, fraction, raw (undecoded sign bit 10); auto (default) tells it from the values")
-    calibration = parser.add_mutually_exclusive_group()
+    calibration = parser.add_argument_group("calibration")
     calibration.add_argument("--calibration", metavar="JSON",
-                             help="the follower's LeRobot calibration file (range_min/range_max per motor)")
-    calibration.add_argument("--robot-id", metavar="ID",
+                             help="the follower's LeRobot calibration file (range_min/range_max per motor), or the "
+                                  "folder holding it with --robot-id")
+    calibration.add_argument("--robot-id", "--calibration-id", metavar="ID",
                              help="find the calibration by LeRobot robot id: <dir>/robots/so_follower/ID.json (or "
                                   "the older so101_follower/, so100_follower/)")
-    parser.add_argument("--calibration-dir", metavar="DIR",
-                        help="LeRobot's calibration folder for --robot-id (default $HF_LEROBOT_CALIBRATION or "
-                             "~/.cache/huggingface/lerobot/calibration)")
+    calibration.add_argument("--calibration-dir", metavar="DIR",
+                             help="LeRobot's calibration folder for --robot-id (default $HF_LEROBOT_CALIBRATION, "
+                                  "else ~/.cache/huggingface/lerobot/calibration)")
     parser.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output NAD")
     parser.add_argument("--quiet", action="store_true",
@@ -336,5 +332,4 @@ def run_import(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["LeRobotImportError", "add_import_lerobot_parser", "import_lerobot", "read_calibration",
-           "to_joint_positions"]
+__all__ = ["LeRobotImportError", "add_import_lerobot_parser", "import_lerobot", "to_joint_positions"]

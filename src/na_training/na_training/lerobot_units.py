@@ -71,14 +71,33 @@ def default_calibration_root() -> Path:
 
 def find_calibration(robot_id: str, spec: RobotSpec, root: str | Path | None = None) -> Path:
     """``<root>/robots/<folder>/<robot_id>.json`` for the robot's LeRobot folders (``so_follower``, older
-    ``so101_follower`` / ``so100_follower``), the first that exists."""
+    ``so101_follower`` / ``so100_follower``), then ``<root>/<folder>/<robot_id>.json`` and ``<root>/<robot_id>.json``:
+    the first that exists."""
     base = Path(root).expanduser() if root is not None else default_calibration_root()
-    tried = [base / "robots" / folder / f"{robot_id}.json" for folder in CALIBRATION_FOLDERS.get(spec.name, ())]
+    folders = CALIBRATION_FOLDERS.get(spec.name, ())
+    tried = [base / "robots" / folder / f"{robot_id}.json" for folder in folders]
+    tried += [base / folder / f"{robot_id}.json" for folder in folders] + [base / f"{robot_id}.json"]
     for path in tried:
         if path.is_file():
             return path
     raise LeRobotUnitsError(f"no LeRobot calibration for robot id {robot_id!r}: tried "
-                            f"{', '.join(str(p) for p in tried) or 'no folder known for ' + spec.name}")
+                            f"{', '.join(str(p) for p in tried)}")
+
+
+def load_calibration(spec: RobotSpec, path: str | Path | None, robot_id: str | None,
+                     folder: str | Path | None) -> Calibration | None:
+    """The calibration the command line names: a file, or a robot id in LeRobot's calibration folder (``folder``,
+    or ``path`` when that is a folder); None when it names none."""
+    if path is not None and Path(path).expanduser().is_dir():
+        if robot_id is None:
+            raise LeRobotUnitsError(f"calibration {path} is a folder: give the robot id (--robot-id) to find the "
+                                    "file in it")
+        folder, path = path, None
+    if path is not None:
+        return read_calibration(Path(path).expanduser(), spec)
+    if robot_id is not None:
+        return read_calibration(find_calibration(robot_id, spec, folder), spec)
+    return None
 
 
 def read_calibration(path: str | Path, spec: RobotSpec) -> Calibration:

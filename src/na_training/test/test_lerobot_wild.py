@@ -270,6 +270,21 @@ def test_raw_steps_and_overflowed_homing_offset_named(tmp_path: Path, capsys: py
     check_arm(load_nad(out), lambda e, n: radians(steps_of(e, n, 0.9)))
 
 
+def test_no_robot_type_and_calibration_folder(tmp_path: Path) -> None:
+    """No robot_type: the arm told by the motor names; --calibration names LeRobot's folder, --robot-id the file."""
+    folder = tmp_path / "calibration" / "robots" / "so_follower"
+    folder.mkdir(parents=True)
+    (folder / "arm2.json").write_text(json.dumps(calibration_json()))
+    dataset = write_dataset(tmp_path / "ds", names=[f"{m}.pos" for m in MOTORS], robot_type=None, load=loads,
+                            load_names=[f"{m}.load" for m in MOTORS],
+                            state=lambda e, n: range_units(steps_of(e, n, 0.95)))
+    episodes = imported(tmp_path, dataset, "--calibration", str(tmp_path / "calibration"), "--robot-id", "arm2")
+    check_arm(episodes, lambda e, n: radians(steps_of(e, n, 0.95)))
+    statements = read_info(tmp_path / "nad")["converter"]["statements"]
+    assert any("told from the motor names" in s for s in statements)
+    assert any("so_follower/arm2.json" in s for s in statements)
+
+
 # ----------------------------------------------------------------------------------------- refused
 
 def _ambiguous(e: int, n: int) -> np.ndarray:
