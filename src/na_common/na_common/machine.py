@@ -33,19 +33,21 @@ class CpuInfo:
         return text + (", no AVX-512" if self.x86 and "avx512f" not in self.isa else "")
 
     def describe(self) -> str:
-        return f"{self.model} ({self.isa_text()}), {self.logical_cpus} logical CPUs"
+        return f"{self.model} with {self.isa_text()}, {self.logical_cpus} logical CPUs"
 
 
 def parse_cpuinfo(text: str) -> CpuInfo:
-    """The first processor's model name and flags from ``/proc/cpuinfo`` text (x86 ``flags``, ARM ``Features``)."""
-    model, flags = "", set()
+    """The first processor's model name and flags from ``/proc/cpuinfo`` text (x86 ``flags``, ARM ``Features``).
+    On x86 the model name gets the family and model numbers: a virtual machine often reports only "AMD EPYC",
+    which names neither the generation nor its vector units."""
+    fields: dict[str, str] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        key = key.strip()
-        if key in ("model name", "Hardware", "cpu model") and not model:
-            model = value.strip()
-        elif key in ("flags", "Features") and not flags:
-            flags = set(value.split())
+        fields.setdefault(key.strip(), value.strip())
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    model = fields.get("model name") or fields.get("Hardware") or fields.get("cpu model") or ""
+    if model and "cpu family" in fields and "model" in fields:
+        model += f" (family {fields['cpu family']}, model {fields['model']})"
     x86 = platform.machine().lower() in ("x86_64", "amd64", "i686") or "sse2" in flags
     return CpuInfo(model or platform.processor() or platform.machine() or "unknown CPU",
                    tuple(f for f in RELEVANT_ISA if f in flags), os.cpu_count() or 1, x86)

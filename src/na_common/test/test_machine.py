@@ -4,6 +4,8 @@ from na_common.machine import cpu_info, machine_line, parse_cpuinfo
 
 ZEN2 = """processor\t: 0
 vendor_id\t: AuthenticAMD
+cpu family\t: 23
+model\t\t: 49
 model name\t: AMD EPYC 7B12
 flags\t\t: fpu sse2 ssse3 fma sse4_1 sse4_2 avx f16c avx2 bmi2
 processor\t: 1
@@ -15,14 +17,14 @@ ZEN4 = "model name\t: AMD EPYC 9R14\nflags\t\t: sse2 avx2 fma avx512f avx512bw a
 
 def test_a_cpu_without_avx512_says_so() -> None:
     cpu = parse_cpuinfo(ZEN2)
-    assert (cpu.model, cpu.isa) == ("AMD EPYC 7B12", ("avx2", "fma"))        # the first processor's flags
+    assert (cpu.model, cpu.isa) == ("AMD EPYC 7B12 (family 23, model 49)", ("avx2", "fma"))   # the first one's
     assert cpu.isa_text() == "avx2 fma, no AVX-512"
 
 
 def test_a_cpu_with_vnni_lists_it() -> None:
     cpu = parse_cpuinfo(ZEN4)
     assert cpu.isa_text() == "avx2 fma avx512f avx512bw avx512_vnni avx512_bf16"
-    assert cpu.describe().startswith("AMD EPYC 9R14 (avx2 fma avx512f")
+    assert cpu.describe().startswith("AMD EPYC 9R14 with avx2 fma avx512f")
 
 
 def test_this_machine_is_described_with_its_load() -> None:

@@ -336,7 +336,8 @@ def _log_tail(path: Path, lines: int = 15) -> str:
 
 def prepare_model(args, frames: dict[str, np.ndarray], work: Path) -> tuple[Path, str]:
     """``--model``, or the paper-sized network with random weights exported by ``na-train export``'s code:
-    normalised with statistics of the replayed frames, the variant chosen on windows of those frames."""
+    normalised with statistics of the replayed frames, its variants checked on windows of those frames (the
+    estimator picks among the accepted ones at start-up)."""
     if args.model:
         if not args.model.is_file():
             raise FileNotFoundError(f"model file not found: {args.model}")
@@ -351,8 +352,9 @@ def prepare_model(args, frames: dict[str, np.ndarray], work: Path) -> tuple[Path
     mean, std = feature_stats(frames)
     windows = history_windows(replayed_features(frames), mean)[:: max(1, len(frames["position"]) // 512)]
     _, report = export_paper_network(work, stats=(mean, std), check_windows=windows)
-    log(f"  exported in {time.perf_counter() - start:.1f} s ({report.variant})")
-    return report.path, f"paper-sized NeuralActuator, random weights ({report.variant} ONNX)"
+    accepted = ", ".join(c.name for c in report.checks if c.passed)
+    log(f"  exported in {time.perf_counter() - start:.1f} s (package: {accepted})")
+    return report.path, f"paper-sized NeuralActuator, random weights (ONNX package: {accepted})"
 
 
 def replayed_features(frames: dict[str, np.ndarray]) -> np.ndarray:
@@ -388,7 +390,8 @@ def run_config(args, config: Config, frames: dict[str, np.ndarray], model_path: 
         with estimator_log.open("w") as handle:
             processes.estimator = subprocess.Popen(
                 [str(args.estimator), "--ros-args", "-p", f"model_path:={model_path}",
-                 "-p", f"intra_op_threads:={args.threads}", "-p", f"executor:={config.executor}",
+                 "-p", f"intra_op_threads:={args.threads}", "-p", f"inference_variant:={args.variant}",
+                 "-p", f"executor:={config.executor}",
                  "-p", f"input_reliability:={config.reliability}"],
                 stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
         processes.subscriber = context.Process(target=subscriber_main,
@@ -546,6 +549,7 @@ def format_report(args, source: str, model_text: str, results: list[Result]) -> 
                      f"{d.get('arrival_p99_ms', '?')} ms; callback->published {d.get('handling_p50_ms', '?')}/"
                      f"{d.get('handling_p99_ms', '?')} ms; inference {d.get('latency_p50_ms', '?')}/"
                      f"{d.get('latency_p99_ms', '?')} ms")
+        lines.append(f"  {'':<40} {d.get('variant_choice', 'inference variant ?')}")
     return "\n".join(lines)
 
 
@@ -561,8 +565,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"ArmState rate in Hz (default {CONTROL_RATE_HZ:g}, the paper's control rate)")
     parser.add_argument("--bag", type=Path, help="an episode bag, or a directory of them (na-sim generate / "
                                                  "na-record), to replay instead of synthetic motion")
-    parser.add_argument("--model", type=Path, help="exported ONNX model (default: paper-sized, random weights)")
+    parser.add_argument("--model", type=Path, help="exported ONNX model package (default: paper-sized, random "
+                                                   "weights)")
     parser.add_argument("--threads", type=int, default=1, help="the estimator's intra_op_threads (default 1)")
+    parser.add_argument("--variant", default="auto",
+                        help="the estimator's inference_variant (default auto: its own choice on this machine)")
     parser.add_argument("--executor", default="events",
                         help="the estimator's executor parameter; a comma list runs each (events,single_threaded)")
     parser.add_argument("--reliability", default="reliable",

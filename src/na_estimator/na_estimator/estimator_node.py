@@ -19,6 +19,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker
 
 from na_common import topics
+from na_common.machine import cpu_info
 from na_common.ros_node import (
     ParameterError,
     declare_and_read,
@@ -116,7 +117,8 @@ class EstimatorNode(Node):
                                   future_tolerance=p["future_tolerance"],
                                   command_timeout=p["command_timeout"], max_gap=p["max_gap"],
                                   contact_on=p["contact_threshold_on"], contact_off=p["contact_threshold_off"])
-        self.get_logger().info(f"loaded {self.model_path}: {self.choice.describe()}; {model.provider.describe()}")
+        self.get_logger().info(f"loaded {self.model_path}: {self.choice.describe()}; {model.provider.describe()}; "
+                               f"CPU {cpu_info().describe()}")
         # Of the estimated-on states: stamp -> callback (transport and executor), callback -> estimate published.
         self.arrival, self.handling = LatencyStats(), LatencyStats()
         self._estimate_msg = ActuatorEstimate(name=self.spec.joint_names)

@@ -99,9 +99,8 @@ def machine() -> str:
     import rosbags
 
     version = getattr(rosbags, "__version__", None) or _dist_version("rosbags")
-    return (f"{cpu_info().model} ({cpu_info().isa_text()}); {default_jobs()} usable CPU(s) of {os.cpu_count()}; "
-            f"Python {platform.python_version()}, numpy {np.__version__}, pyarrow {pyarrow.__version__}, "
-            f"rosbags {version}")
+    return (f"{cpu_info().describe()} ({default_jobs()} usable here); Python {platform.python_version()}, "
+            f"numpy {np.__version__}, pyarrow {pyarrow.__version__}, rosbags {version}")
 
 
 def _dist_version(name: str) -> str:
