@@ -67,6 +67,7 @@ class Timing:
     batch_one_thread: float = float("nan")           # one thread
     force_diff_n: float = float("nan")
     contact_diff: float = float("nan")
+    spaced: list[float] = field(default_factory=list)   # batch-1 latencies (s) one call per --rate-hz period
     chosen: bool = False                             # the estimator's pick on this machine (auto)
     accepted: bool = True                            # passed the exporter's accuracy checks (in the package)
 
@@ -162,6 +163,24 @@ def time_batches(call: Callable[[np.ndarray], object], batches: np.ndarray, roun
     return rounds * batches.shape[1] / (time.perf_counter() - start)
 
 
+def time_spaced(calls: dict[str, Callable[[np.ndarray], object]], windows: np.ndarray, rate_hz: float, ticks: int,
+                rounds: int = 2) -> dict[str, list[float]]:
+    """Batch-1 wall times with one call per ``1 / rate_hz`` (the estimator's pace at the control rate), ``ticks``
+    calls per back end and round, back ends in turn; the process sleeps between calls, as the estimator does."""
+    period = 1.0 / rate_hz
+    latencies: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            due = time.perf_counter()
+            for k in range(ticks):
+                due += period
+                time.sleep(max(0.0, due - time.perf_counter()))
+                start = time.perf_counter()
+                call(windows[k % len(windows)])
+                latencies[name].append(time.perf_counter() - start)
+    return latencies
+
+
 def time_batches_interleaved(calls: dict, batches: np.ndarray, rounds: int, blocks: int = 5) -> dict:
     """Samples/s per back end: the median over ``blocks`` interleaved blocks of ``rounds / blocks`` calls."""
     for call in calls.values():
@@ -184,10 +203,10 @@ def jax_forward(flax_model) -> Callable[[np.ndarray], object]:
 
 # ---------------------------------------------------------------- report
 def format_table(timings: list[Timing], batch_size: int, batch_threads: int, jax: Timing | None) -> str:
-    header = (f"{'back end':<24}{'mean ms':>9}{'p50 ms':>9}{'p99 ms':>9}{'Hz (b=1)':>10}"
+    header = (f"{'back end':<24}{'mean ms':>9}{'p50 ms':>9}{'p99 ms':>9}{'p50 ms':>9}{'Hz (b=1)':>10}"
               f"{f'samples/s b={batch_size}':>17}{f'samples/s b={batch_size}':>17}{'JAX p50 /':>11}{'force |d|':>11}"
               f"{'contact |d|':>12}")
-    sub = f"{'':<24}{'':>9}{'':>9}{'':>9}{'':>10}{'(1 thread)':>17}{f'({batch_threads} threads)':>17}" \
+    sub = f"{'':<24}{'':>9}{'':>9}{'':>9}{'paced':>9}{'':>10}{'(1 thread)':>17}{f'({batch_threads} threads)':>17}" \
           f"{'this p50':>11}{'vs JAX, N':>11}{'vs JAX':>12}"
     rows = [header, sub, "-" * len(header)]
     for t in timings:
@@ -195,9 +214,10 @@ def format_table(timings: list[Timing], batch_size: int, batch_threads: int, jax
         force = "-" if np.isnan(t.force_diff_n) else f"{t.force_diff_n:.1e}"
         contact = "-" if np.isnan(t.contact_diff) else f"{t.contact_diff:.1e}"
         label = t.label + (" *" if t.chosen else "") + ("" if t.accepted else " (x)")
-        rows.append(f"{label:<24}{t.mean_ms:>9.3f}{t.ms(50):>9.3f}{t.ms(99):>9.3f}{1e3 / t.mean_ms:>10,.0f}"
+        paced = f"{np.median(t.spaced) * 1e3:.3f}" if t.spaced else "-"
+        rows.append(f"{label:<24}{t.mean_ms:>9.3f}{t.ms(50):>9.3f}{t.ms(99):>9.3f}{paced:>9}{1e3 / t.mean_ms:>10,.0f}"
                     f"{t.batch_one_thread:>17,.0f}{t.batch_samples_per_s:>17,.0f}{ratio:>11}{force:>11}{contact:>12}")
-    rows.append(f"{'paper Table XII (GPU)':<24}{PAPER_MEAN_MS:>9.2f}{'-':>9}{'-':>9}{PAPER_HZ_BATCH1:>10,.0f}"
+    rows.append(f"{'paper Table XII (GPU)':<24}{PAPER_MEAN_MS:>9.2f}{'-':>9}{'-':>9}{'-':>9}{PAPER_HZ_BATCH1:>10,.0f}"
                 f"{'':>17}{PAPER_SAMPLES_PER_S_BATCH32:>17,.0f}{'':>11}{'':>11}{'':>12}   (p95 {PAPER_P95_MS} ms)")
     return "\n".join(rows)
 
@@ -253,6 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="ONNX Runtime intra-op threads of the throughput test (default 2)")
     parser.add_argument("--no-spin", action="store_true",
                         help="idle intra-op threads sleep instead of spinning (better on a busy machine)")
+    parser.add_argument("--rate-hz", type=float, default=60.0,
+                        help="also time batch 1 with one call per period at this rate, as the estimator runs at the "
+                             "control rate (default 60; 0 skips)")
+    parser.add_argument("--paced-calls", type=int, default=120, help="paced calls per back end (default 120)")
     parser.add_argument("--no-jax", action="store_true", help="skip the jax.jit row")
     parser.add_argument("--keep", type=Path, help="write the exported ONNX files here instead of a temporary directory")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights and input windows")
@@ -342,6 +366,10 @@ def run(args: argparse.Namespace) -> str:
         latencies = time_interleaved(calls, windows, args.samples, args.warmup)
         timings = {name: Timing(f"ORT {name}" if name in models else name, values)
                    for name, values in latencies.items()}
+        if args.rate_hz > 0:
+            log(f"timing batch 1 paced at {args.rate_hz:g} Hz ({args.paced_calls} calls per back end) ...")
+            for name, values in time_spaced(calls, windows, args.rate_hz, max(1, args.paced_calls // 2)).items():
+                timings[name].spaced = values
         log(f"timing batch {args.batch_size} on 1 and {args.batch_threads} intra-op threads ...")
         batched = {(name, threads): OnnxActuatorModel(path, providers=CPU_ONLY, intra_op_threads=threads,
                                                       warmup_runs=0, spin=not args.no_spin).infer_batch
@@ -370,7 +398,8 @@ def run(args: argparse.Namespace) -> str:
             f"Model latency: batch 1 on one thread ({args.samples:,} timed calls per back end after {args.warmup} "
             f"warm-up, interleaved), throughput over {args.batch_rounds} batches of {args.batch_size} on "
             f"1 and {args.batch_threads} threads (intra-op spinning {'off' if args.no_spin else 'on'}; median of 5 "
-            f"interleaved blocks)",
+            f"interleaved blocks); 'paced': batch-1 p50 with one call every {1e3 / args.rate_hz:.1f} ms"
+            if args.rate_hz > 0 else "; no paced timing",
             f"network: {description}",
             f"machine: {machine_line()}; onnxruntime {onnxruntime.__version__}",
             f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r} (JAX batch 32 runs single-threaded too)",
@@ -390,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     # onnxruntime.quantization logs a pre-processing hint on the root logger for every model: not our business.
     logging.getLogger().setLevel(logging.ERROR)
     os.environ.setdefault("XLA_FLAGS", SINGLE_THREAD_XLA_FLAGS)
-    for name in ("samples", "batch_size", "batch_rounds", "batch_threads", "windows_per_episode"):
+    for name in ("samples", "batch_size", "batch_rounds", "batch_threads", "windows_per_episode", "paced_calls"):
         if getattr(args, name) < 1:
             print(f"bench_model_latency: error: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
             return 2
