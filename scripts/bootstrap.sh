@@ -126,9 +126,10 @@ fi
 #    of files changes.
 build_inputs=$(
   cd "$ROOT"
-  # Python sources are symlinked (develop mode), so only non-Python files and manifests count.
-  find src -type f -not -path '*/__pycache__/*' -not -path '*/test/*' -not -name '*.py' -not -name '*.pyc' \
-    | LC_ALL=C sort
+  # Python sources are symlinked (develop mode), so only non-Python files and manifests count;
+  # launch/ and config/ are installed by na_bringup from the top level.
+  find src launch config -type f -not -path '*/__pycache__/*' -not -path '*/test/*' -not -name '*.py' \
+    -not -name '*.pyc' | LC_ALL=C sort
   find src \( -name package.xml -o -name setup.py -o -name setup.cfg -o -name CMakeLists.txt \
     -o -name '*.msg' -o -name '*.srv' \) -type f | LC_ALL=C sort | xargs cat
 )
@@ -141,6 +142,9 @@ else
   # another package (or was removed) does not linger on PATH.
   rm -f "$ROOT"/install/*/lib/*/na-*
   find "$VENV/bin" -maxdepth 1 -name 'na-*' -type l -delete
+  # A data file that moved or was removed leaves a dangling symlink in install/ (--symlink-install),
+  # which would linger or block the link to its new place.
+  if [ -d "$ROOT/install" ]; then find "$ROOT/install" -xtype l -delete; fi
   # shellcheck disable=SC1091
   set +u; source "$VENV/bin/activate"; set -u
   mkdir -p "$ROOT/log"

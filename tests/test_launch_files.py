@@ -1,8 +1,9 @@
 """Validation of the installed XML launch files of na_bringup (read with na_bringup.launch_xml).
 
-Static checks: every argument documented, every <node> names an installed package and
-executable, every parameter file exists and is a ROS 2 parameter file, the sim rig command
-uses only options its CLI has. Graph checks (system): the teleop graph is started as the
+Static checks: na_bringup installs the repository's top-level launch/ and config/ file for file,
+every argument documented, every <node> names an installed package and executable, every
+parameter file exists and is a ROS 2 parameter file, the sim rig command uses only options its
+CLI has. Graph checks (system): the teleop graph is started as the
 launch file describes, against emulated servo buses; every parameter the YAML files set is
 declared by its node (asked over the node's list_parameters service) and the topics line up
 (publishers feed subscribers after namespaces and remaps; data actually flows).
@@ -65,6 +66,16 @@ def test_the_launch_files_exist_and_every_one_is_checked() -> None:
         assert (LAUNCH_DIR / name).is_file(), f"launch/{name} is missing"
     installed = {path.name for path in LAUNCH_DIR.glob("*.launch.xml")}
     assert installed <= set(VARIANTS), f"launch files without test variants: {sorted(installed - set(VARIANTS))}"
+
+
+@pytest.mark.parametrize(("folder", "pattern"), [("launch", "*.launch.xml"), ("config", "*.yaml")])
+def test_na_bringup_installs_the_top_level_folder(folder: str, pattern: str) -> None:
+    """launch/ and config/ at the repository's top level are what ``share/na_bringup`` holds, file for file."""
+    source = {path.name: path.read_bytes() for path in (ROOT / folder).glob(pattern)}
+    installed = {path.name: path.read_bytes() for path in (share_dir() / folder).glob(pattern)}
+    assert source, f"no {folder}/{pattern} at the top level"
+    assert installed == source, (f"share/na_bringup/{folder} differs from {folder}/ (run scripts/bootstrap.sh?): "
+                                 f"installed {sorted(installed)}, top level {sorted(source)}")
 
 
 @pytest.mark.parametrize("name", EXPECTED_FILES)

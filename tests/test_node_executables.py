@@ -17,7 +17,7 @@ import yaml
 
 from na_common.ament import find_executable
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "src" / "na_bringup" / "config"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 # executable -> the parameter files written for it
 NODES = {
     ("na_driver", "arm_driver"): ["leader_arm.yaml", "follower_arm.yaml", "so101_leader_arm.yaml",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
+CONFIG_DIR = Path(__file__).resolve().parents[3] / "config"     # the repository's config/
 SPEC_FILE = Path(__file__).resolve().parents[2] / "na_description" / "na_description" / "robots" / \
     "open_manipulator_x.yaml"
 
