@@ -30,6 +30,8 @@ OK, WARN, ERROR, STALE = Level.OK, Level.WARN, Level.ERROR, Level.STALE
 BUS_PART = "bus"                 # the serial bus: ERROR when the port is lost or the bus loop stopped
 TRIP_PART = "trip"               # ERROR while a servo is tripped (follower: torque off, holding until ~/reboot)
 SERVO_PART_PREFIX = "servo "     # one per servo: "servo 13 (joint3)"
+# The simulated rig's own status (na-sim rig --ros): ERROR after its physics fell behind wall time past its margin.
+RIG_PACE_STATUS = "sim_rig: physics"
 TRIP_REASON_KEY = "reason"       # value of the trip status: the tripped servos and why, "" when none is
 
 

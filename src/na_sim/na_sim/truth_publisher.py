@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from na_common import topics
+from na_common.diagnostics import RIG_PACE_STATUS
 from na_sim.child_process import ChildProcess, say_goodbye, serve, take_realtime
 
 TRUTH_RATE_HZ = 100.0
 HEALTH_PERIOD_S = 1.0
-HEALTH_STATUS_NAME = "sim_rig: physics"
 
 
 class TruthPublisher:
@@ -74,7 +74,7 @@ class TruthPublisher:
         from na_common.ros_node import diagnostic_array, diagnostic_status
 
         health = self._rig_health()
-        status = diagnostic_status(HEALTH_STATUS_NAME, "na-sim rig", health["level"], health["message"],
+        status = diagnostic_status(RIG_PACE_STATUS, "na-sim rig", health["level"], health["message"],
                                    health["values"])
         self.diagnostics_pub.publish(diagnostic_array(self.node, [status]))
 

@@ -5,7 +5,9 @@ until the status is OK or WARN again. The arm driver's statuses are told apart b
 (:mod:`na_common.diagnostics`): ``<driver>: trip`` (a servo tripped; a follower holds with torque off),
 ``<driver>: bus`` (port lost, bus loop stopped) and ``<driver>: servo <id> (<joint>)`` (a servo silent
 past the error timeout, or in error). Those make the episode *void*: the follower did not follow, or the
-telemetry has a hole, so the episode must not train a model. Other faults are kept for the record.
+telemetry has a hole, so the episode must not train a model; so does the simulated rig's ``sim_rig: physics``
+ERROR (its physics fell behind wall time: the recorded motion is not the motion the servos reported). Other
+faults are kept for the record.
 """
 
 from __future__ import annotations
@@ -14,18 +16,20 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from na_common.diagnostics import BUS_PART, SERVO_PART_PREFIX, TRIP_PART, StatusReport
-from na_common.episode_bag import FAULTS_KEY, VOID_KEY, VOID_REASON_KEY
+from na_common.diagnostics import BUS_PART, RIG_PACE_STATUS, SERVO_PART_PREFIX, TRIP_PART, StatusReport
+from na_common.episode_bag.metadata import FAULTS_KEY, VOID_KEY, VOID_REASON_KEY
 
-# Kinds of fault; the first three void an episode.
-TRIP, BUS, SERVO, OTHER = "trip", "bus", "servo", "error"
-VOIDING_KINDS = (TRIP, BUS, SERVO)
+# Kinds of fault; all but OTHER void an episode.
+TRIP, BUS, SERVO, RIG, OTHER = "trip", "bus", "servo", "rig", "error"
+VOIDING_KINDS = (TRIP, BUS, SERVO, RIG)
 # At most this many faults are written per episode (a status whose message changes every report would
 # otherwise grow the metadata without bound); the rest are counted.
 MAX_FAULTS = 100
 
 
 def fault_kind(status: StatusReport) -> str:
+    if status.name == RIG_PACE_STATUS:
+        return RIG
     part = status.part
     if part == TRIP_PART:
         return TRIP

@@ -138,7 +138,8 @@ def test_sigkill_keeps_finished_episodes_and_the_partial_one_readable(tmp_path) 
 
 def test_report_rates_use_header_stamps_when_messages_have_them(tmp_path) -> None:
     """Messages that arrive in a burst but were sampled at 100 Hz report 100 Hz and a 10 ms gap."""
-    from na_common.episode_bag import WRENCH_STAMPED, cdr_header_stamp_ns, make_header
+    from na_common.episode_bag import WRENCH_STAMPED, make_header
+    from na_common.episode_bag.messages import cdr_header_stamp_ns
 
     vector = message_class("geometry_msgs/msg/Vector3")
     wrench = message_class("geometry_msgs/msg/Wrench")
@@ -320,3 +321,15 @@ def test_a_discarded_episode_leaves_no_faults_to_the_next(tmp_path) -> None:
     core.start({"task": "a"}, 30)
     with EpisodeReader(core.stop(40).path) as reader:
         assert reader.metadata["void"] is False and reader.metadata["faults"] == []
+
+
+def test_the_simulated_rig_falling_behind_voids_the_episode(tmp_path) -> None:
+    core = RecorderCore(tmp_path, dict(TOPICS))
+    core.prepare()
+    core.start({"task": "push"}, stamp_ns=0)
+    core.on_diagnostics([status("sim_rig: physics", 0, "at pace")], 100)
+    core.on_diagnostics([status("sim_rig: physics", 2, "physics fell behind wall time by 83 ms (margin 50 ms)")], 200)
+    report = core.stop(stamp_ns=1_000)
+    with EpisodeReader(report.path) as reader:
+        meta = reader.metadata
+    assert meta["void"] is True and "fell behind" in meta["void_reason"]
