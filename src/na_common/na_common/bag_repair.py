@@ -23,16 +23,15 @@ from pathlib import Path
 
 import yaml
 
-from na_common.episode_bag import (
+from na_common.episode_bag.layout import (
     SET_ASIDE_SUFFIX,
     SIDECAR_NAME,
     EpisodeBagError,
-    _fsync_path,
-    _write_json_atomic,
+    fsync_path,
     list_episodes,
-    metadata_to_custom_data,
-    validate_metadata,
+    write_json_atomic,
 )
+from na_common.episode_bag.metadata import metadata_to_custom_data, validate_metadata
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
 OP_HEADER, OP_FOOTER, OP_CHUNK, OP_DATA_END = 0x01, 0x02, 0x06, 0x0F
@@ -145,19 +144,19 @@ def recover_episode(path: str | Path) -> Path:
         stream.flush()
     mcap.rename(partial)
     repaired.rename(mcap)
-    _fsync_path(mcap)
+    fsync_path(mcap)
     stamps = [t for ts in times.values() for t in ts]
     meta["complete"] = False
     meta["stop_stamp"] = max(stamps) if stamps else meta.get("start_stamp")
     custom = metadata_to_custom_data(meta)
     custom["recovered"] = "true"
     (path / "metadata.yaml").write_text(yaml.safe_dump(_rosbag2_metadata(mcap.name, channels, times, custom)))
-    _fsync_path(path / "metadata.yaml")
+    fsync_path(path / "metadata.yaml")
     content = json.loads(sidecar.read_text())
     content.update({"complete": False, "recovered": True, "stop_stamp": meta["stop_stamp"],
                     "topics": {topic: {"type": msgtype, "count": len(times.get(cid, []))}
                                for cid, (topic, msgtype) in channels.items()}})
-    _write_json_atomic(sidecar, content)
+    write_json_atomic(sidecar, content)
     return path
 
 
@@ -181,7 +180,7 @@ def set_aside(episode: Path) -> Path:
         k += 1
         target = episode.with_name(f"{episode.name}{SET_ASIDE_SUFFIX}.{k}")
     episode.rename(target)
-    _fsync_path(episode.parent)
+    fsync_path(episode.parent)
     return target
 
 

@@ -11,6 +11,7 @@ from rosbags.highlevel import AnyReader
 from rosbags.rosbag2 import StoragePlugin, Writer
 
 from na_common import episode_bag as eb
+from na_common.episode_bag.metadata import void_reason
 
 NAMES = ["joint1", "joint2", "joint3", "joint4", "gripper"]
 T0 = 1_700_000_000_000_000_000
@@ -219,7 +220,7 @@ def test_integrity_keys_round_trip_and_update_the_sidecar_while_recording(tmp_pa
     with eb.EpisodeReader(path) as reader:
         meta = reader.metadata
     assert meta["void"] is True and meta["faults"] == [fault]
-    assert eb.void_reason(meta) == "/follower/arm_driver: trip: tripped"
-    assert eb.void_reason({"void": False, "void_reason": "x"}) is None and eb.void_reason({}) is None
+    assert void_reason(meta) == "/follower/arm_driver: trip: tripped"
+    assert void_reason({"void": False, "void_reason": "x"}) is None and void_reason({}) is None
     with pytest.raises(eb.EpisodeBagError, match="'faults' must be a list"):
         eb.validate_metadata(_metadata(faults="tripped"))

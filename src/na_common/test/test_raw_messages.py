@@ -13,6 +13,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
 
 from na_common import episode_bag as eb
+from na_common.episode_bag.messages import bag_fielddefs, schema_typestore
 from na_common.mcap_raw import Schema, read_mcap_messages
 
 T0 = 1_700_000_000_000_000_000
@@ -174,15 +175,15 @@ def test_schema_typestore_reads_dependency_sections_and_prefers_the_stored_defin
     text = (f"std_msgs/Header header\nfloat64[] position\nna_msgs/Extra extra\n{separator}\nMSG: na_msgs/Extra\n"
             f"uint8 flag\n{separator}\nMSG: std_msgs/msg/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n"
             f"{separator}\nMSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n")
-    store = eb.schema_typestore("na_msgs/msg/Probe", text)
+    store = schema_typestore("na_msgs/msg/Probe", text)
     assert [name for name, _ in store.fielddefs["na_msgs/msg/Probe"][1]] == ["header", "position", "extra"]
     assert [name for name, _ in store.fielddefs["na_msgs/msg/Extra"][1]] == ["flag"]
-    assert eb.schema_typestore("na_msgs/msg/Probe", text) is store           # cached per definition
+    assert schema_typestore("na_msgs/msg/Probe", text) is store           # cached per definition
     # A stored definition that differs from the installed one wins (here: ArmState without fields).
-    assert eb.schema_typestore(eb.ARM_STATE, "uint8 only\n").fielddefs[eb.ARM_STATE][1][0][0] == "only"
+    assert schema_typestore(eb.ARM_STATE, "uint8 only\n").fielddefs[eb.ARM_STATE][1][0][0] == "only"
     assert "load" in [name for name, _ in eb.typestore().fielddefs[eb.ARM_STATE][1]]
     other = Schema(name="x", encoding="ros2idl", text="module x {};")
-    assert eb.bag_fielddefs(eb.ARM_STATE, other) is eb.typestore().fielddefs
-    assert eb.bag_fielddefs(eb.ARM_STATE, None) is eb.typestore().fielddefs
+    assert bag_fielddefs(eb.ARM_STATE, other) is eb.typestore().fielddefs
+    assert bag_fielddefs(eb.ARM_STATE, None) is eb.typestore().fielddefs
     with pytest.raises(eb.EpisodeBagError, match="cannot parse the stored definition"):
-        eb.schema_typestore("na_msgs/msg/Bad", "float64[ broken\n")
+        schema_typestore("na_msgs/msg/Bad", "float64[ broken\n")

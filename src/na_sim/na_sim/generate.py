@@ -34,6 +34,7 @@ import numpy as np
 
 from na_common import episode_bag as eb
 from na_common import topics
+from na_common.episode_bag.layout import next_episode_id
 from na_description import RobotSpec, load_spec
 from na_description.arm_state import ArmStateFields, arm_state_fields, joint_state_fields
 from na_description.model import Kinematics
@@ -419,7 +420,7 @@ def generate(options: GenerateOptions, *, progress: bool = True, log: Callable[[
     # episode ids and start stamps are fixed up front, whatever order the workers finish in.
     session_ns = BASE_STAMP_NS + (options.seed % 100_000) * 1_000_000_000_000
     starts = [session_ns + sum(round(d * 1e9) + EPISODE_GAP_NS for d in durations[:i]) for i in range(len(plan))]
-    first_id = eb.next_episode_id(out)
+    first_id = next_episode_id(out)
     report = GenerateReport()
     wall = time.perf_counter()
     bar = tqdm(total=round(sum(durations), 2), unit="sim s", disable=not progress or not _on_terminal(),

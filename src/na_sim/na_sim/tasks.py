@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from na_common.episode_bag import NOMINAL_CONDITION, restricted_condition
+from na_common.episode_bag.metadata import NOMINAL_CONDITION, restricted_condition, task_instance_id
 from na_common.fixture import FixturePose
 from na_description import RobotSpec, load_spec
 from na_description.model import Kinematics
@@ -193,7 +193,6 @@ class TaskEpisode:
 
     @property
     def task_instance(self) -> str:
-        from na_common.episode_bag import task_instance_id  # the one definition of the split unit
         return task_instance_id(self.task, self.payload_grams, self.condition)
 
     def poses(self, times) -> np.ndarray:

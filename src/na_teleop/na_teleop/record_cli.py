@@ -25,7 +25,7 @@ from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import Bool, String
 
 from na_common import topics
-from na_common.episode_bag import CONDITION_FORMS, CONDITION_PATTERN, FORCE_SOURCES
+from na_common.episode_bag.metadata import CONDITION_FORMS, CONDITION_PATTERN, FORCE_SOURCES
 from na_msgs.msg import EpisodeInfo
 from na_msgs.srv import DiscardEpisode, StartEpisode, StopEpisode
 from na_teleop.record_status import RecorderWatch, status_line

@@ -24,16 +24,9 @@ from typing import Any
 
 from na_common.bag_repair import RepairReport, recover_incomplete_episodes
 from na_common.diagnostics import StatusReport
-from na_common.episode_bag import (
-    FAULTS_KEY,
-    VOID_KEY,
-    VOID_REASON_KEY,
-    EpisodeBagError,
-    EpisodeWriter,
-    cdr_header_stamp_ns,
-    has_header,
-    task_instance_id,
-)
+from na_common.episode_bag import EpisodeBagError, EpisodeWriter
+from na_common.episode_bag.messages import cdr_header_stamp_ns, has_header
+from na_common.episode_bag.metadata import FAULTS_KEY, VOID_KEY, VOID_REASON_KEY, task_instance_id
 from na_teleop.episode_faults import Fault, FaultMonitor
 
 REPORT_NAME = "report.json"

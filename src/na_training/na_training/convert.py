@@ -279,7 +279,8 @@ class BagContents:
 
 def _bag_metadata(path: Path, config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The bag's rosbag2 metadata and its episode metadata (or the config's ``metadata_defaults``)."""
-    from na_common.episode_bag import SIDECAR_NAME, EpisodeBagError, episode_metadata, read_rosbag2_info
+    from na_common.episode_bag import EpisodeBagError, episode_metadata, read_rosbag2_info
+    from na_common.episode_bag.layout import SIDECAR_NAME
 
     if not (path / "metadata.yaml").is_file():
         raise ConvertError(f"{path}: not a rosbag2 directory (no metadata.yaml)")
@@ -655,7 +656,7 @@ class BagOutcome:
 
 def convert_bag(job: EpisodeJob, path: Path, staged: Path) -> BagOutcome:
     """Read, align and label one bag and write its episode file to ``staged`` (runs in a worker)."""
-    from na_common.episode_bag import void_reason
+    from na_common.episode_bag.metadata import void_reason
 
     try:
         if not job.keep_void and (reason := void_reason(_bag_metadata(path, job.config)[1])) is not None:

@@ -361,7 +361,7 @@ def _old_typestore():
     """The suite's types with ArmState as it was before ``load`` was added (same type name)."""
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-    from na_common.episode_bag import find_na_msgs_dir
+    from na_common.episode_bag.messages import find_na_msgs_dir
 
     store = get_typestore(Stores.ROS2_JAZZY)
     types: dict = {}
@@ -381,7 +381,7 @@ def _write_plain_bag(bag: Path, streams: dict[str, list], store, metadata: dict)
     """An MCAP episode bag written with rosbags and ``store`` (message definitions stored in the bag)."""
     from rosbags.rosbag2 import StoragePlugin, Writer
 
-    from na_common.episode_bag import metadata_to_custom_data, validate_metadata
+    from na_common.episode_bag.metadata import metadata_to_custom_data, validate_metadata
 
     with Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
         for key, value in metadata_to_custom_data(validate_metadata(metadata)).items():
