@@ -10,8 +10,9 @@ With ``loss_at``, a force policy's estimator is stopped that many seconds into t
 watches ``LOSS_WATCH_S`` more seconds and records what the policy said (``/diagnostics``), whether its
 commands stayed fixed and the follower held still, and whether any process died.
 
-A trial during which the follower driver tripped, its bus went silent past the error timeout or the rig fell
-behind wall time (:class:`~na_bringup.live_integrity.IntegrityWatch`, from the first command to the end) is
+A trial during which the follower driver tripped, its bus went silent past the error timeout, the rig fell
+behind wall time or the policy stopped because its estimator paused (outside an estimator-loss trial)
+(:class:`~na_bringup.live_integrity.IntegrityWatch`, from the first command to the end) is
 void: run again, up to ``RERUNS`` more times, and kept with its reason (``void``) when every attempt was void;
 void trials never count in the success rates.
 """
@@ -29,7 +30,7 @@ from na_bringup.launch_xml import stop_processes
 from na_bringup.live_integrity import describe
 from na_bringup.sim_graph import GraphError, launched, ros_env, sim_rig
 from na_policy.features import uses_estimator
-from na_policy.live import LiveError, LiveProbe
+from na_policy.live import POLICY_STATUS, LiveError, LiveProbe
 from na_sim.press_task import FORCE_BAND, PRESS_TASK, TRIAL_TIMEOUT, contact_from_truth, make_press_episode, score_press
 
 LOSS_WATCH_S = 3.0            # s watched after the estimator is stopped
@@ -72,7 +73,10 @@ def run_trial(probe: LiveProbe, model: Path, variant: str, policy: Path, seed: i
     log_dir = out / "logs" / f"{variant}_seed{seed}"
     sim_dir = out / "sim"
     payload = make_press_episode(seed).payload_kg
-    probe.reset(arms=("follower",))        # before the launch: the trial clock starts at the policy's first command
+    loss = loss_at is not None and uses_estimator(variant)
+    # Before the launch: the trial clock starts at the policy's first command. The policy stopping on an
+    # estimator that paused past its timeout voids a trial, unless the trial takes the estimator away itself.
+    probe.reset(arms=("follower",), ignored=(POLICY_STATUS,) if loss else ())
     with sim_rig(sim_dir, log_dir, task=PRESS_TASK, options=f"--task-seed {seed} --fixture-only") as (rig, _, _), \
             launched("estimator.launch.xml", {"model": str(model)}, log_dir, env=ros_env()) as estimator, \
             launched("policy.launch.xml", {"policy": str(policy), "start_estimator": "false", "sim": "true",
@@ -82,7 +86,6 @@ def run_trial(probe: LiveProbe, model: Path, variant: str, policy: Path, seed: i
                          str(log_dir))
         start, window = probe.data.command_time[0], probe.now()
         stopped_at = None
-        loss = loss_at is not None and uses_estimator(variant)
         while True:
             probe.spin_for(0.2, graphs)
             now = time.monotonic() - start

@@ -47,7 +47,7 @@ class Collected:
     policy_values: dict[str, str] = field(default_factory=dict)
 
 
-POLICY_STATUS = "policy"      # the policy node's /diagnostics status (its stops are behaviour, not rig faults)
+POLICY_STATUS = "policy"      # the policy node's /diagnostics status (ERROR: it stopped, e.g. its estimator paused)
 
 
 class LiveProbe:
@@ -75,19 +75,19 @@ class LiveProbe:
         self.node.create_subscription(WrenchStamped, topics.ESTIMATED_FORCE, self._on_force, 100)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
-        self.graph = GraphWatch(self.node, IntegrityWatch(ignored_statuses=(POLICY_STATUS,)), accept=self._fresh,
-                                on_status=self._on_status)
+        self.graph = GraphWatch(self.node, IntegrityWatch(), accept=self._fresh, on_status=self._on_status)
 
     @property
     def watch(self) -> IntegrityWatch:
         return self.graph.watch
 
-    def reset(self, arms: tuple[str, ...] = ("leader", "follower")) -> None:
+    def reset(self, arms: tuple[str, ...] = ("leader", "follower"), ignored: tuple[str, ...] = ()) -> None:
         """Forget what was collected; from now on, take only messages stamped after this instant. ``arms``: the
-        arm drivers this run starts (whose states the integrity watch expects)."""
+        arm drivers this run starts (whose states the integrity watch expects); ``ignored``: status names whose
+        ERROR is the behaviour under test (the policy's stop when its estimator is taken away on purpose)."""
         self.data = Collected()
         self.since = self.now()
-        self.graph.watch = IntegrityWatch(arms, ignored_statuses=(POLICY_STATUS,))
+        self.graph.watch = IntegrityWatch(arms, ignored_statuses=ignored)
 
     def now(self) -> float:
         """Seconds on the node's ROS clock (the clock of the message stamps)."""
