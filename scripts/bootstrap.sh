@@ -127,7 +127,7 @@ fi
 build_inputs=$(
   cd "$ROOT"
   # Python sources are symlinked (develop mode), so only non-Python files and manifests count;
-  # launch/ and config/ are installed by na_bringup from the top level.
+  # the top-level launch/ and config/ are installed by na_bringup (through its links to them).
   find src launch config -type f -not -path '*/__pycache__/*' -not -path '*/test/*' -not -name '*.py' \
     -not -name '*.pyc' | LC_ALL=C sort
   find src \( -name package.xml -o -name setup.py -o -name setup.cfg -o -name CMakeLists.txt \
@@ -142,8 +142,7 @@ else
   # another package (or was removed) does not linger on PATH.
   rm -f "$ROOT"/install/*/lib/*/na-*
   find "$VENV/bin" -maxdepth 1 -name 'na-*' -type l -delete
-  # A data file that moved or was removed leaves a dangling symlink in install/ (--symlink-install),
-  # which would linger or block the link to its new place.
+  # Likewise a data file (launch, config) that was removed or renamed: --symlink-install left a link to it.
   if [ -d "$ROOT/install" ]; then find "$ROOT/install" -xtype l -delete; fi
   # shellcheck disable=SC1091
   set +u; source "$VENV/bin/activate"; set -u

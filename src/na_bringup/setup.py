@@ -1,28 +1,31 @@
 """Build script of the na_bringup package (ament_python).
 
 The launch files and node parameter files live at the repository's top level (``launch/``,
-``config/``) and are installed from there to ``share/na_bringup/{launch,config}``. setuptools wants
-data files relative to the working directory, and colcon runs this script both in the package
-folder and (``--symlink-install``) in its build folder, so the paths are taken from this file's
-real location and made relative to wherever it runs.
+``config/``); ``src/na_bringup/launch`` and ``src/na_bringup/config`` are relative symlinks to them,
+so they install to ``share/na_bringup/{launch,config}`` as package files, whatever the build or
+install folder.
 """
 
-import os
 from pathlib import Path
 
 from setuptools import find_packages, setup
 
 PACKAGE = "na_bringup"
-REPOSITORY = Path(__file__).resolve().parents[2]     # src/na_bringup/setup.py -> the repository
+# The package folder, also when colcon --symlink-install runs this file through its link in the build folder.
+HERE = Path(__file__).resolve().parent
 
 
-def top_level(folder: str, pattern: str) -> list[str]:
-    """The files of a top-level folder matching ``pattern``, relative to the working directory."""
-    files = sorted((REPOSITORY / folder).glob(pattern))
-    if not files:
-        raise SystemExit(f"{PACKAGE}: no {folder}/{pattern} in {REPOSITORY} (the package builds inside its "
-                         "repository: src/na_bringup beside the top-level launch/ and config/)")
-    return [os.path.relpath(path) for path in files]
+def linked_files(folder: str, pattern: str) -> list[str]:
+    """``folder/NAME`` for each file of the package's link ``folder`` matching ``pattern``.
+
+    Listed in the package folder, not the working directory: colcon --symlink-install runs setup.py in
+    the build folder, whose links to a file that was since removed would otherwise still be listed.
+    """
+    names = sorted(path.name for path in (HERE / folder).glob(pattern))
+    if not names:
+        raise SystemExit(f"{PACKAGE}: no {folder}/{pattern}; the package's {folder}/ links to the repository's "
+                         "top-level folder, so the package builds only inside its repository")
+    return [f"{folder}/{name}" for name in names]
 
 
 setup(
@@ -32,8 +35,8 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
-        (f"share/{PACKAGE}/launch", top_level("launch", "*.launch.xml")),
-        (f"share/{PACKAGE}/config", top_level("config", "*.yaml")),
+        (f"share/{PACKAGE}/launch", linked_files("launch", "*.launch.xml")),
+        (f"share/{PACKAGE}/config", linked_files("config", "*.yaml")),
     ],
     install_requires=["setuptools"],
     zip_safe=True,
