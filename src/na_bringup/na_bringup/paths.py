@@ -1,4 +1,5 @@
-"""Where the installed launch and parameter files are: ``share/na_bringup/{launch,config}``."""
+"""Where the installed launch and parameter files are: ``share/na_bringup/{launch,config}``, installed from
+the repository's top-level ``launch/`` and ``config/``."""
 
 from __future__ import annotations
 
