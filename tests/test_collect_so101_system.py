@@ -23,11 +23,11 @@ EPISODE_SECONDS = 5.0
 # topics; with other jobs loading it to a load average of ~15 the drivers dipped to 84-94 % and the teleop's
 # commands (best-effort leader subscription) to 64-95 %.
 RATE_SHARE = 0.85
-SOFT_START_S = 3.0         # na_bringup/config/so101_teleop.yaml soft_start_duration
+SOFT_START_S = 3.0         # config/so101_teleop.yaml soft_start_duration
 
 
 def configured_rate() -> float:
-    """The drivers' loop_rate in na_bringup/config/so101_{leader,follower}_arm.yaml (one value for both)."""
+    """The drivers' loop_rate in config/so101_{leader,follower}_arm.yaml (one value for both)."""
     rates = {yaml.safe_load(config_file(f"so101_{role}_arm.yaml").read_text())["/**"]["ros__parameters"]["loop_rate"]
              for role in ("leader", "follower")}
     assert len(rates) == 1

@@ -22,7 +22,7 @@ from na_bringup.sim_graph import launched, ros_env, sim_rig
 from na_common.bag_repair import recover_incomplete_episodes
 from na_common.episode_bag import EpisodeReader
 
-ARM_RATE_HZ = 100.0        # loop_rate of na_bringup/config/leader_arm.yaml and follower_arm.yaml
+ARM_RATE_HZ = 100.0        # loop_rate of config/leader_arm.yaml and follower_arm.yaml
 NETFT_RATE_HZ = 500.0      # the rig's Net F/T record rate; the driver publishes every record
 EPISODE_SECONDS = 6.0
 TRACKING_RMS_LIMIT = 0.06  # rad, follower vs leader one cycle earlier, arm joints (a CI run measured 0.050: the
@@ -40,7 +40,7 @@ def stamp_s(msg) -> float:
 
 @pytest.fixture
 def quick_ft_config(tmp_path) -> Path:
-    """na_bringup/config/ft_netft.yaml with a short tare window for the test."""
+    """config/ft_netft.yaml with a short tare window for the test."""
     config = yaml.safe_load(config_file("ft_netft.yaml").read_text())
     config["/**"]["ros__parameters"]["tare_duration"] = 0.5
     path = tmp_path / "ft_quick.yaml"
@@ -80,7 +80,7 @@ class Operator:
             for graph in graphs:
                 graph.check_alive()
             services = (self.start_client, self.tare_client)
-            # 4 s of follower states: past the teleop's 3 s soft start (na_bringup/config/teleop.yaml)
+            # 4 s of follower states: past the teleop's 3 s soft start (config/teleop.yaml)
             return len(self.states) - base > 4 * ARM_RATE_HZ and all(c.service_is_ready() for c in services) \
                 and self.graph.watch.ready(self.now())
         assert self.wait_for(ready, 120.0), "graph did not come up steadily: " + describe(self.graph.watch.faults)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 ERROR_LEVEL = 2                      # diagnostic_msgs/DiagnosticStatus.ERROR
-DEFAULT_GAP_LIMIT_S = 0.5            # the arm drivers' error_timeout (na_bringup/config/*_arm.yaml)
+DEFAULT_GAP_LIMIT_S = 0.5            # the arm drivers' error_timeout (config/*_arm.yaml)
 DEFAULT_STEADY_WINDOW_S = 1.0
 
 

@@ -232,8 +232,8 @@ def _as_lists(fields: dict[str, Any]) -> dict[str, Any]:
 HELP_SUMMARY = ("Arm driver (leader or follower; DYNAMIXEL XM430 or Feetech STS3215 servos, from the robot spec\n"
                 "named by robot_spec): publishes arm_state (na_msgs/ArmState) and\n"
                 "joint_states, follows command (na_msgs/JointCommand; follower), services ~/torque (SetBool)\n"
-                "and ~/reboot (Trigger), /diagnostics. Parameter files: na_bringup/config/leader_arm.yaml,\n"
-                "na_bringup/config/follower_arm.yaml.")
+                "and ~/reboot (Trigger), /diagnostics. Parameter files: config/leader_arm.yaml,\n"
+                "config/follower_arm.yaml.")
 
 
 def _spin_until_failed(node: ArmDriverNode) -> int:

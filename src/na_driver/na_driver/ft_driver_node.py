@@ -121,7 +121,7 @@ class FtDriverNode(Node):
 
 HELP_SUMMARY = ("Force/torque sensor driver (ATI Net F/T RDT over UDP, or serial lines in mN): publishes wrench\n"
                 "(geometry_msgs/WrenchStamped), service ~/tare (Trigger), /diagnostics. Parameter files:\n"
-                "na_bringup/config/ft_netft.yaml, na_bringup/config/ft_serial.yaml.")
+                "config/ft_netft.yaml, config/ft_serial.yaml.")
 
 
 def _start_node() -> FtDriverNode:

@@ -258,7 +258,7 @@ class EstimatorNode(Node):
 HELP_SUMMARY = ("NeuralActuator estimator: from the follower's arm_state (na_msgs/ArmState) and command\n"
                 "(na_msgs/JointCommand) to /estimator/estimate (na_msgs/ActuatorEstimate), force, contact,\n"
                 "condition, torque, an RViz marker and /diagnostics; service ~/reload (Trigger). Parameter\n"
-                "file: na_bringup/config/estimator.yaml.")
+                "file: config/estimator.yaml.")
 
 
 def make_executor(kind: str, context) -> Any:

@@ -160,7 +160,7 @@ def spin_policy(node: PolicyNode) -> int:
 HELP_SUMMARY = ("Behaviour-cloning policy: from the follower's arm_state (na_msgs/ArmState) and, for a force policy,\n"
                 "/estimator/force and /estimator/contact to /follower/command (na_msgs/JointCommand) at the policy's\n"
                 "rate (60 Hz), with command clamping, a stale-input hold and a stop on estimator loss; status on\n"
-                "/diagnostics; service ~/enable (SetBool). Parameter file: na_bringup/config/policy.yaml.")
+                "/diagnostics; service ~/enable (SetBool). Parameter file: config/policy.yaml.")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -163,7 +163,7 @@ class RecorderNode(Node):
 
 HELP_SUMMARY = ("Episode recorder: one rosbag2 MCAP per episode of the configured topics; services ~/start,\n"
                 "~/stop, ~/discard (na_msgs), a JSON ~/status topic for na-record. Parameter file:\n"
-                "na_bringup/config/recorder.yaml.")
+                "config/recorder.yaml.")
 
 
 def main(argv: list[str] | None = None) -> int:

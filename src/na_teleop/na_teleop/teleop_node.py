@@ -217,7 +217,7 @@ class TeleopNode(Node):
 HELP_SUMMARY = ("Teleoperation: follows the leader arm with the follower, one follower/command (na_msgs/JointCommand)\n"
                 "per leader/arm_state (na_msgs/ArmState), with soft start, step limit, stale-leader hold,\n"
                 "follower overload stop and a hold while the follower driver is tripped (its /diagnostics);\n"
-                "service ~/enable (SetBool). Parameter file: na_bringup/config/teleop.yaml.")
+                "service ~/enable (SetBool). Parameter file: config/teleop.yaml.")
 
 
 def main(argv: list[str] | None = None) -> int:
