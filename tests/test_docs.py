@@ -10,7 +10,7 @@
 Documentation files are named in capitals (``README.md``, ``docs/INTERFACES.md``); lower-case
 ``.md`` names are reports the tools write (``eval.md``, ``comparison.md``), not citations. A
 cited name resolves against the citing file's directory or any directory above it, up to the
-repository root: ``NAD.md`` from ``src/na_training/na_training/convert.py`` is
+repository root: ``NAD.md`` from ``src/na_training/na_training/convert/run.py`` is
 ``src/na_training/NAD.md``, ``docs/INTERFACES.md`` from anywhere is the one under ``docs/``.
 """
 

@@ -39,7 +39,8 @@ from na_common import topics
 from na_common.episode_bag import EpisodeWriter, make_header, message_class, read_rosbag2_info, topic_summaries
 from na_common.machine import cpu_info
 from na_description import load_spec
-from na_training.convert import convert, default_jobs, expand_bag_paths
+from na_training.convert import convert, expand_bag_paths
+from na_training.convert.run import default_jobs
 
 T0 = 1_000_000_000_000  # ns
 

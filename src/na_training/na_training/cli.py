@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "baselines, ONNX export.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     try:
-        from na_training.convert import add_convert_parser, run_convert
+        from na_training.convert.cli import add_convert_parser, run_convert
 
         add_convert_parser(sub).set_defaults(handler=run_convert)
     except ImportError:     # the converter is optional for training-only installs

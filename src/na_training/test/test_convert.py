@@ -3,6 +3,7 @@ rosbags' sqlite3 writer: labels, alignment tolerance, resampling, splits, determ
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -14,8 +15,16 @@ import yaml
 
 from na_common.fixture import rotation_from_rpy
 from na_training import convert as conv
+from na_training.convert import job as convert_job
+from na_training.convert import run as convert_run
+from na_training.convert.bag import BagContents, read_bag
+from na_training.convert.cli import configure_parser, main_convert, run_convert
+from na_training.convert.config import DEFAULT_CONFIG
+from na_training.convert.job import convert_bag
+from na_training.convert.run import ConvertResult
+from na_training.convert.streams import ARM_VECTOR_FIELDS, Stream
 from na_training.labels import ft_force_label, payload_force_label
-from na_training.nad import load_nad, read_info
+from na_training.nad import NadError, load_nad, read_info
 
 JOINTS = ["joint1", "joint2", "joint3", "joint4", "gripper"]
 T0 = 1_000 * 1_000_000_000          # ns, episode start (ROS time 1000 s)
@@ -111,7 +120,7 @@ def write_bag(tmp_path: Path) -> Callable[..., Path]:
     return _write
 
 
-def run(bags: Sequence[Path] | Path, out: Path, **kwargs) -> conv.ConvertResult:
+def run(bags: Sequence[Path] | Path, out: Path, **kwargs) -> ConvertResult:
     kwargs.setdefault("progress", False)
     kwargs.setdefault("jobs", 1)
     return conv.convert([bags] if isinstance(bags, Path) else list(bags), out, **kwargs)
@@ -428,7 +437,7 @@ def test_bag_with_the_old_arm_state_layout_converts(tmp_path: Path) -> None:
         message_groups(raw, typestore().fielddefs)
 
     config = conv.load_config()
-    old, new = conv.read_bag(old_bag, config, JOINTS), conv.read_bag(new_bag, config, JOINTS)
+    old, new = read_bag(old_bag, config, JOINTS), read_bag(new_bag, config, JOINTS)
     reference = _reference_read_bag(old_bag, config, JOINTS)
     for role, stream in reference.streams.items():
         assert np.array_equal(old.streams[role].stamps, stream.stamps), role
@@ -441,7 +450,7 @@ def test_bag_with_the_old_arm_state_layout_converts(tmp_path: Path) -> None:
         written = np.array([np.asarray(m.load, float) for _, m in streams["/follower/arm_state"]])
         assert np.array_equal(new.streams["follower"].values["load"], written)
     follower = [m for _, m in streams["/follower/arm_state"]]
-    for key in conv.ARM_VECTOR_FIELDS:
+    for key in ARM_VECTOR_FIELDS:
         written = np.array([np.asarray(getattr(m, key), float) for m in follower])
         assert np.array_equal(old.streams["follower"].values[key], written), key
 
@@ -507,7 +516,7 @@ def test_existing_output_is_not_replaced_without_overwrite(write_bag, tmp_path: 
     out = tmp_path / "nad"
     run(bag, out)
     before = (out / "meta" / "info.json").read_bytes()
-    with pytest.raises(conv.NadError, match="--overwrite"):
+    with pytest.raises(NadError, match="--overwrite"):
         run(bag, out)
     assert (out / "meta" / "info.json").read_bytes() == before
     run(bag, out, overwrite=True, rate_hz=50.0)
@@ -516,7 +525,7 @@ def test_existing_output_is_not_replaced_without_overwrite(write_bag, tmp_path: 
 
 
 def test_config_file_matches_builtin_defaults_and_rejects_unknown_keys(tmp_path: Path) -> None:
-    assert conv.load_config("convert") == conv.DEFAULT_CONFIG   # the shipped file states the defaults
+    assert conv.load_config("convert") == DEFAULT_CONFIG   # the shipped file states the defaults
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"tolerance": {"comand_s": 0.01}}))
     with pytest.raises(conv.ConvertError, match="unknown key 'comand_s'"):
@@ -528,14 +537,14 @@ def test_config_file_matches_builtin_defaults_and_rejects_unknown_keys(tmp_path:
 def test_cli_converts_prints_report_and_reports_errors(write_bag, tmp_path: Path, capsys) -> None:
     bag_dir = tmp_path / "bags"
     write_bag(standard_streams(frames=5), out=bag_dir)
-    status = conv.main_convert([str(bag_dir), "--out", str(tmp_path / "nad"), "--frame-period", "0.017",
+    status = main_convert([str(bag_dir), "--out", str(tmp_path / "nad"), "--frame-period", "0.017",
                                 "--seed", "3", "--quiet"])
     assert status == 0 and "1 episodes" in capsys.readouterr().out
     assert read_info(tmp_path / "nad")["split_seed"] == 3
-    status = conv.main_convert([str(tmp_path / "missing"), "--out", str(tmp_path / "nad2"), "--quiet"])
+    status = main_convert([str(tmp_path / "missing"), "--out", str(tmp_path / "nad2"), "--quiet"])
     assert status == 2 and "bag path not found" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
-        conv.main_convert(["--help"])
+        main_convert(["--help"])
     assert exit_info.value.code == 0 and "--frame-period" in capsys.readouterr().out
 
 
@@ -564,22 +573,22 @@ def test_generated_bags_labels_agree_with_simulator_truth(tmp_path: Path) -> Non
 
 # ------------------------------------------------------------------------------------ reading = deserialising
 
-def _reference_stream(role: str, samples: list[tuple[int, object]]) -> conv.Stream:
+def _reference_stream(role: str, samples: list[tuple[int, object]]) -> Stream:
     """A stream as the converter read it before reading CDR columns: each message deserialised by rosbags,
     its fields put in joint order one message at a time."""
     messages = [m for _, m in samples]
     if role in ("grasp", "truth_contact"):
-        return conv.Stream(np.asarray([s for s, _ in samples], dtype=np.int64),
+        return Stream(np.asarray([s for s, _ in samples], dtype=np.int64),
                            {"data": np.asarray([bool(m.data) for m in messages], dtype=np.float64)})
     stamps = np.asarray([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for m in messages],
                         dtype=np.int64)
     if role in ("ft", "truth_wrench"):
         force = [[m.wrench.force.x, m.wrench.force.y, m.wrench.force.z] for m in messages]
-        return conv.Stream(stamps, {"force": np.asarray(force, dtype=np.float64).reshape(-1, 3)})
+        return Stream(stamps, {"force": np.asarray(force, dtype=np.float64).reshape(-1, 3)})
     order = [[list(m.name).index(j) for j in JOINTS] if len(m.name) else list(range(5)) for m in messages]
     pairs = list(zip(messages, order, strict=True))
     if role == "command":
-        return conv.Stream(stamps, {"position": np.asarray([np.asarray(m.position, np.float64)[o] for m, o in pairs]),
+        return Stream(stamps, {"position": np.asarray([np.asarray(m.position, np.float64)[o] for m, o in pairs]),
                                     "gripper_slide": np.asarray([float(m.gripper_slide) for m in messages])})
     values = {key: np.asarray([np.asarray(getattr(m, key), np.float64)[o] for m, o in pairs])
               for key in ("position", "velocity", "goal_position", "current", "pwm", "input_voltage", "temperature")}
@@ -591,10 +600,10 @@ def _reference_stream(role: str, samples: list[tuple[int, object]]) -> conv.Stre
                                  np.full(5, np.nan) for m, o in pairs])
     for key in ("gripper_slide", "goal_gripper_slide", "bus_cycle_duration"):
         values[key] = np.asarray([float(getattr(m, key)) for m in messages])
-    return conv.Stream(stamps, values)
+    return Stream(stamps, values)
 
 
-def _reference_read_bag(path, config, joint_names, robot=None) -> conv.BagContents:
+def _reference_read_bag(path, config, joint_names, robot=None) -> BagContents:
     """read_bag through rosbags' EpisodeReader and deserialiser (the previous implementation's path)."""
     from na_common.episode_bag import EpisodeReader, validate_metadata
 
@@ -606,7 +615,7 @@ def _reference_read_bag(path, config, joint_names, robot=None) -> conv.BagConten
         for topic, stamp, message in reader.messages(sorted(by_topic)):
             by_topic[topic].append((int(stamp), message))
     streams = {role: _reference_stream(role, by_topic[topic]) for role, topic in wanted.items()}
-    return conv.BagContents(path=Path(path), metadata=metadata, streams=streams, topic_counts=counts)
+    return BagContents(path=Path(path), metadata=metadata, streams=streams, topic_counts=counts)
 
 
 @pytest.fixture(scope="module")
@@ -646,7 +655,7 @@ def test_read_bag_equals_deserialising_every_message(generated_bags: Path, write
     bags = conv.expand_bag_paths([generated_bags, generated_bags.parent / "odd"])
     config = conv.load_config()
     for bag in bags:
-        new, old = conv.read_bag(bag, config, JOINTS), _reference_read_bag(bag, config, JOINTS)
+        new, old = read_bag(bag, config, JOINTS), _reference_read_bag(bag, config, JOINTS)
         assert new.metadata == old.metadata and new.topic_counts == old.topic_counts
         assert set(new.streams) == set(old.streams), bag
         for role, stream in old.streams.items():
@@ -664,7 +673,7 @@ def _dataset_files(root: Path) -> dict[str, bytes]:
 
 def test_dataset_bytes_equal_the_deserialising_converter(generated_bags: Path, tmp_path: Path, monkeypatch) -> None:
     run(generated_bags, tmp_path / "columns", rate_hz=1 / 0.017)
-    monkeypatch.setattr(conv, "read_bag", _reference_read_bag)
+    monkeypatch.setattr(convert_job, "read_bag", _reference_read_bag)
     run(generated_bags, tmp_path / "reference", rate_hz=1 / 0.017)
     files = sorted(p.relative_to(tmp_path / "reference") for p in (tmp_path / "reference").rglob("*") if p.is_file())
     assert len(files) == 3 + 3
@@ -707,12 +716,12 @@ def _die_on_bad(job, path, staged):
     return _real_convert_bag(job, path, staged)
 
 
-_real_convert_bag = conv.convert_bag
+_real_convert_bag = convert_bag
 
 
 def test_a_worker_that_dies_is_reported_with_its_bag(write_bag, tmp_path: Path, monkeypatch) -> None:
     bags = [write_bag(standard_streams(frames=5)) for _ in range(3)]
-    monkeypatch.setattr(conv, "convert_bag", _die_on_bad)
+    monkeypatch.setattr(convert_run, "convert_bag", _die_on_bad)
     with pytest.raises(conv.ConvertError, match=rf"^{bags[1]}: the worker process converting this bag died"):
         run(bags, tmp_path / "nad", jobs=2)
     assert not (tmp_path / "nad").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".nad")]
@@ -722,10 +731,10 @@ def test_cli_jobs_option(write_bag, tmp_path: Path, capsys) -> None:
     bag_dir = tmp_path / "bags"
     for _ in range(2):
         write_bag(standard_streams(frames=5), out=bag_dir)
-    assert conv.main_convert([str(bag_dir), "--out", str(tmp_path / "nad"), "--jobs", "2", "--quiet"]) == 0
+    assert main_convert([str(bag_dir), "--out", str(tmp_path / "nad"), "--jobs", "2", "--quiet"]) == 0
     assert "2 episodes" in capsys.readouterr().out
     with pytest.raises(SystemExit):
-        conv.main_convert([str(bag_dir), "--out", str(tmp_path / "nad0"), "--jobs", "0"])
+        main_convert([str(bag_dir), "--out", str(tmp_path / "nad0"), "--jobs", "0"])
     assert "--jobs: must be at least 1" in capsys.readouterr().err
 
 
@@ -818,11 +827,7 @@ def test_a_recovered_episode_is_marked_and_named(write_bag, tmp_path: Path, caps
     snapshot.rename(killed)
     recover_episode(killed)
 
-    import argparse
-
-    from na_training.convert import run_convert
-
-    args = conv.configure_parser(argparse.ArgumentParser()).parse_args(
+    args = configure_parser(argparse.ArgumentParser()).parse_args(
         [str(finished), str(killed), "--out", str(tmp_path / "nad"), "--quiet", "--jobs", "1"])
     assert run_convert(args) == 0
     note = capsys.readouterr().err
@@ -847,8 +852,6 @@ def void_metadata() -> dict:
 
 def test_void_episodes_are_left_out_named_with_their_reason_and_kept_on_request(write_bag, tmp_path: Path,
                                                                                 capsys) -> None:
-    import argparse
-
     bags = tmp_path / "bags"
     good = write_bag(standard_streams(frames=20), out=bags, source="live", void=False, void_reason="", faults=[])
     tripped = write_bag(standard_streams(frames=20), out=bags, **void_metadata())
@@ -867,14 +870,14 @@ def test_void_episodes_are_left_out_named_with_their_reason_and_kept_on_request(
     assert report["void"] == [] and report["void_kept"] == [
         {"episode_index": 1, "source_bag": tripped.as_posix(), "reason": TRIP_REASON}]
 
-    parser = conv.configure_parser(argparse.ArgumentParser())
-    assert conv.run_convert(parser.parse_args([str(bags), "--out", str(tmp_path / "cli"), "--quiet",
+    parser = configure_parser(argparse.ArgumentParser())
+    assert run_convert(parser.parse_args([str(bags), "--out", str(tmp_path / "cli"), "--quiet",
                                                "--jobs", "1"])) == 0
     out = capsys.readouterr().out
     skipped = [line for line in out.splitlines() if line.startswith("skipped ")]
     assert skipped == [f"skipped episode_000002 ({tripped.as_posix()}): void: {TRIP_REASON} (--keep-void converts it)"]
     assert "1 episodes" in out and "1 void episode(s) left out" in out
-    assert conv.run_convert(parser.parse_args([str(bags), "--out", str(tmp_path / "cli_kept"), "--quiet",
+    assert run_convert(parser.parse_args([str(bags), "--out", str(tmp_path / "cli_kept"), "--quiet",
                                                "--jobs", "1", "--keep-void"])) == 0
     captured = capsys.readouterr()
     assert "2 episodes" in captured.out and "skipped" not in captured.out
