@@ -1,8 +1,9 @@
 """ONNX Runtime wrapper: execution-provider fallback, contract check, warm-up, one-window inference.
 
 One-window inference runs through a preallocated I/O binding: the input window is written into a buffer that
-ONNX Runtime reads in place, and the outputs land in preallocated arrays (no allocation per call). The model
-file is whichever inference variant ``na-train export`` chose (metadata ``inference_variant``)."""
+ONNX Runtime reads in place, and the outputs land in preallocated arrays (no allocation per call). One file is
+one inference variant (metadata ``inference_variant``); which file of a model package the estimator loads is
+decided in na_estimator.model_loader."""
 
 from __future__ import annotations
 
