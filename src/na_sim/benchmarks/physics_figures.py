@@ -17,7 +17,8 @@ import numpy as np
 
 from na_description import xm430
 from na_sim.rig import Rig
-from na_sim.servo_model import ServoParams, no_load_speed, stall_torque
+from na_sim.servo_banks import no_load_speed, stall_torque
+from na_sim.servo_params import ServoParams
 
 FRAME = 0.017
 

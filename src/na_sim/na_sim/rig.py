@@ -6,13 +6,13 @@ physics (``servo_config``, whose ``family`` picks the firmware and control table
 :mod:`na_sim.sim_family`); nothing here names a joint or a servo family.
 
 * Follower: the robot's MJCF plus a tool collider, a payload body and a mocap fixture. Each joint
-  gets the torque its servo's output shaft delivers (:func:`~na_sim.servo_model.make_servo_bank`),
+  gets the torque its servo's output shaft delivers (:func:`~na_sim.servo_banks.make_servo_bank`),
   which tracks the goals in the follower's registers. MuJoCo's own joint damping/friction loss
   are zeroed: the servo model carries the friction.
 * Leader: torque off and moved by the operator (kinesthetic teaching). It has no dynamics, only
   registers: present position/velocity from the operator's pose, current near zero.
 * Both arms' control tables are the family's emulated tables in spec order with the spec's servo
-  IDs (XM430: :class:`~na_sim.servo_model.SimulatedServoRegisters`, served by the Protocol 2.0
+  IDs (XM430: :class:`~na_sim.servo_table.SimulatedServoRegisters`, served by the Protocol 2.0
   emulator; STS3215: :class:`~na_sim.sts_registers.StsServoRegisters`, Protocol 0); every access
   holds the servo's ``lock``.
 
@@ -38,7 +38,9 @@ from na_description import load_spec
 from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
 from na_description.spec import RobotSpec
 from na_sim.rig_config import RigConfig, RigConfigError, parse_fixture
-from na_sim.servo_model import ServoBank, ServoParams, SupplyBus, make_servo_bank
+from na_sim.servo_banks import make_servo_bank
+from na_sim.servo_model import ServoBank
+from na_sim.servo_params import ServoParams, SupplyBus
 from na_sim.sim_family import sim_family
 
 GRAVITY = 9.81                      # m/s², the payload label of docs/INTERFACES.md

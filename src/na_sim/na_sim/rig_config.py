@@ -16,8 +16,10 @@ from pathlib import Path
 
 from na_common.config_files import ConfigFileError, resolve_config
 from na_common.fixture import FixturePose, FixturePoseError
-from na_description.spec import ROBOT_ALIASES
+from na_description.spec import ROBOT_ALIASES, SpecError, load_spec
 from na_description.yaml_file import load_yaml_mapping
+from na_sim.rig_config_error import RigConfigError
+from na_sim.sim_family import sim_family
 
 RIG_CONFIG_NAME = "sim_rig.yaml"
 SERVO_CONFIG_NAME = "servo_xm430.yaml"
@@ -25,10 +27,6 @@ DEFAULT_ROBOT = "open_manipulator_x"
 # Shipped rig config of each robot that has one (the OpenManipulator-X's is the unprefixed default).
 ROBOT_RIG_CONFIGS = {DEFAULT_ROBOT: RIG_CONFIG_NAME, "so101": "sim_rig_so101.yaml"}
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
-
-
-class RigConfigError(ValueError):
-    """A rig or servo configuration file is missing or malformed."""
 
 
 def find_config(name: str | Path, what: str = "rig config") -> Path:
@@ -237,9 +235,6 @@ class RigConfig:
 
     def _validate_against_robot(self) -> None:
         """Lengths, the servo family and the follower's mode against the robot's spec."""
-        from na_description.spec import SpecError, load_spec
-        from na_sim.sim_family import sim_family  # (it imports this module)
-
         try:
             spec = load_spec(self.robot)
         except SpecError as err:

@@ -13,192 +13,34 @@ output is a current in 2.69 mA units limited by Goal Current. Every constant of 
 gearbox, friction and heat model lives in ``na_sim/config/servo_xm430.yaml``.
 
 Servo families: the YAML's top-level ``family`` (default ``xm430``) picks the firmware and control
-table around the same motor, gearbox and heat model; :func:`make_servo_bank` builds the bank of
-that family (``sts3215``: :class:`na_sim.sts_servo_model.StsServoBank`).
+table around the same motor, gearbox and heat model; :func:`na_sim.servo_banks.make_servo_bank` builds the
+bank of that family (``sts3215``: :class:`na_sim.sts_servo_model.StsServoBank`). Parameters:
+:mod:`na_sim.servo_params`; the control table as the physics reads it: :mod:`na_sim.servo_table`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
-from pathlib import Path
-
 import numpy as np
-import yaml
 
 from na_description import xm430
-from na_sim.rig_config import SERVO_CONFIG_NAME, RigConfigError, find_config
-from na_sim.servo_registers import ServoRegisters
-
-TWO_PI = 2.0 * math.pi
-PULSES_PER_RAD = xm430.PULSES_PER_REV / TWO_PI
-VELOCITY_UNIT_RAD_S = xm430.VELOCITY_UNIT_RPM * TWO_PI / 60.0
-PROFILE_ACCEL_UNIT_RAD_S2 = xm430.PROFILE_ACCEL_UNIT_RPM2 * TWO_PI / 3600.0
-
-MODE_CURRENT, MODE_VELOCITY, MODE_POSITION, MODE_EXTENDED, MODE_CURRENT_POSITION, MODE_PWM = 0, 1, 3, 4, 5, 16
-SERVO_FAMILIES = ("xm430", "sts3215")
-
-# numpy view of the 256-byte control table: one record per servo, one field per register.
-CONTROL_TABLE_DTYPE = np.dtype({
-    "names": [r.name for r in xm430.CONTROL_TABLE],
-    "formats": [("<i" if r.signed else "<u") + str(r.size) for r in xm430.CONTROL_TABLE],
-    "offsets": [r.address for r in xm430.CONTROL_TABLE],
-    "itemsize": xm430.CONTROL_TABLE_SIZE,
-})
-
-# The block the physics owns and rewrites after every step: Realtime Tick (120) .. Present Temperature (146).
-SENSOR_REGISTERS = ("realtime_tick", "moving", "moving_status", "present_pwm", "present_current",
-                    "present_velocity", "present_position", "velocity_trajectory", "position_trajectory",
-                    "present_input_voltage", "present_temperature")
-SENSOR_BLOCK_START = xm430.REGISTERS["realtime_tick"].address
-GOAL_BLOCK_START = xm430.REGISTERS["goal_pwm"].address          # 100: Goal PWM .. Goal Position (116-119)
-SENSOR_BLOCK_LENGTH = xm430.REGISTERS["present_temperature"].end - SENSOR_BLOCK_START
-SENSOR_BLOCK_DTYPE = np.dtype({
-    "names": list(SENSOR_REGISTERS),
-    "formats": [("<i" if xm430.REGISTERS[n].signed else "<u") + str(xm430.REGISTERS[n].size) for n in SENSOR_REGISTERS],
-    "offsets": [xm430.REGISTERS[n].address - SENSOR_BLOCK_START for n in SENSOR_REGISTERS],
-    "itemsize": SENSOR_BLOCK_LENGTH,
-})
-class SimulatedServoRegisters(ServoRegisters):
-    """A servo's control table plus one bulk internal write for the physics' present-value block.
-
-    Writing the 27-byte block at once (instead of eleven ``set`` calls) keeps the per-frame
-    register traffic of the offline generator small; a bus reader never sees a half-written block.
-    """
-
-    def store_block(self, address: int, data: bytes) -> None:
-        """Internal write of raw bytes (no access checks), like :meth:`set` for a run of registers."""
-        if address < 0 or address + len(data) > xm430.CONTROL_TABLE_SIZE:
-            raise ValueError(f"block {address}+{len(data)} is outside the control table")
-        with self.lock:
-            self._memory[address: address + len(data)] = data
-
-
-@dataclass
-class ServoParams:
-    """Per-servo physical parameters (arrays of length n), SI units, output-shaft torques."""
-
-    resistance_ohm: np.ndarray
-    inductance_h: np.ndarray
-    torque_constant_nm_a: np.ndarray
-    reference_temperature_c: np.ndarray
-    resistance_temp_coeff: np.ndarray
-    torque_constant_temp_coeff: np.ndarray
-    standby_current_a: np.ndarray
-    efficiency_forward: np.ndarray
-    efficiency_backward: np.ndarray
-    direction_blend_rad_s: np.ndarray
-    backlash_arcmin: np.ndarray
-    coulomb_nm: np.ndarray
-    static_nm: np.ndarray
-    stribeck_velocity_rad_s: np.ndarray
-    viscous_nm_s_rad: np.ndarray
-    viscous_temp_coeff: np.ndarray
-    smoothing_velocity_rad_s: np.ndarray
-    winding_capacity_j_k: np.ndarray
-    housing_capacity_j_k: np.ndarray
-    winding_to_housing_k_w: np.ndarray
-    housing_to_ambient_k_w: np.ndarray
-    sensor_winding_weight: np.ndarray
-    control_period_s: np.ndarray
-    overload_current_fraction: np.ndarray
-    overload_time_s: np.ndarray
-    backlash_switch_current_a: np.ndarray
-    current_noise_a: np.ndarray
-    current_offset_a: np.ndarray
-    velocity_noise_rad_s: np.ndarray
-    position_noise_pulses: np.ndarray
-    voltage_noise_v: np.ndarray
-    temperature_noise_c: np.ndarray
-    family: str = "xm430"              # servo family: which firmware and control table (make_servo_bank)
-
-    @property
-    def n(self) -> int:
-        return self.resistance_ohm.shape[0]
-
-    @property
-    def backlash_rad(self) -> np.ndarray:
-        return np.radians(self.backlash_arcmin / 60.0)
-
-    def worn(self, factors: Sequence[tuple[str, float]]) -> ServoParams:
-        """These parameters with each named one multiplied by its factor (a worn or different unit)."""
-        names = {f.name for f in fields(self)} - {"family"}
-        unknown = sorted(name for name, _ in factors if name not in names)
-        if unknown:
-            raise RigConfigError(f"follower_wear: unknown servo parameters {unknown}")
-        changed = {name: getattr(self, name) * float(factor) for name, factor in factors}
-        for name in ("efficiency_forward", "efficiency_backward"):
-            if name in changed:
-                changed[name] = np.minimum(changed[name], 0.98)
-        return replace(self, **changed)
-
-    @classmethod
-    def from_yaml(cls, path: str | Path | None = None, n_servos: int = 5, seed: int | None = 0) -> ServoParams:
-        """Load ``na_sim/config/servo_xm430.yaml`` and draw each servo's spread from ``seed`` (None: no spread).
-
-        ``current_offset_a`` is the sigma of a per-servo current-sensor offset; the drawn offset
-        replaces it in the result.
-        """
-        path = Path(path) if path is not None else find_config(SERVO_CONFIG_NAME, "servo config")
-        if not path.is_file():
-            raise RigConfigError(f"servo config not found: {path}")
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise RigConfigError(f"{path}: not valid YAML: {exc}") from exc
-        spread = raw.pop("spread", {}) or {}
-        family = str(raw.pop("family", "xm430"))
-        if family not in SERVO_FAMILIES:
-            raise RigConfigError(f"{path}: unknown servo family {family!r} (known: {', '.join(SERVO_FAMILIES)})")
-        flat: dict[str, float] = {}
-        for section, values in raw.items():
-            if not isinstance(values, dict):
-                raise RigConfigError(f"{path}: section {section!r} must be a mapping")
-            flat.update(values)
-        names = {f.name for f in fields(cls)} - {"family"}
-        missing, unknown = names - flat.keys(), (flat.keys() | spread.keys()) - names
-        if missing or unknown:
-            raise RigConfigError(f"{path}: missing keys {sorted(missing)}, unknown keys {sorted(unknown)}")
-        rng = np.random.default_rng(seed)
-        arrays = {}
-        for name in sorted(names):
-            value = np.full(n_servos, float(flat[name]))
-            sigma = float(spread.get(name, 0.0))
-            if seed is not None and sigma > 0:
-                value *= np.clip(1.0 + sigma * rng.standard_normal(n_servos), 0.5, 1.5)
-            arrays[name] = value
-        if seed is not None:
-            arrays["current_offset_a"] = arrays["current_offset_a"] * rng.standard_normal(n_servos)
-        else:
-            arrays["current_offset_a"] = np.zeros(n_servos)
-        arrays["efficiency_forward"] = np.minimum(arrays["efficiency_forward"], 0.98)
-        arrays["efficiency_backward"] = np.minimum(arrays["efficiency_backward"], 0.98)
-        params = cls(**arrays, family=family)
-        if np.any(params.resistance_ohm <= 0) or np.any(params.torque_constant_nm_a <= 0):
-            raise RigConfigError(f"{path}: resistance and torque constant must be positive")
-        return params
-
-
-class SupplyBus:
-    """The power supply and cable shared by an arm's servos: voltage sags with total bus current."""
-
-    def __init__(self, voltage: float = 12.0, source_resistance: float = 0.25, filter_time: float = 0.01) -> None:
-        self.nominal_voltage = float(voltage)
-        self.source_resistance = float(source_resistance)
-        self.filter_time = float(filter_time)
-        self.current = 0.0
-        self.voltage = self.nominal_voltage
-
-    def update(self, total_current: float, dt: float) -> float:
-        """Low-pass the bus current (supply regulation) and return the servos' input voltage."""
-        alpha = dt / (self.filter_time + dt)
-        self.current += alpha * (max(total_current, 0.0) - self.current)
-        self.voltage = self.nominal_voltage - self.source_resistance * self.current
-        return self.voltage
-
-    def reset(self) -> None:
-        self.current, self.voltage = 0.0, self.nominal_voltage
+from na_sim.servo_params import ServoParams, SupplyBus
+from na_sim.servo_table import (
+    CONTROL_TABLE_DTYPE,
+    GOAL_BLOCK_START,
+    MODE_CURRENT,
+    MODE_CURRENT_POSITION,
+    MODE_POSITION,
+    MODE_PWM,
+    MODE_VELOCITY,
+    PROFILE_ACCEL_UNIT_RAD_S2,
+    PULSES_PER_RAD,
+    SENSOR_BLOCK_DTYPE,
+    SENSOR_BLOCK_LENGTH,
+    SENSOR_BLOCK_START,
+    SENSOR_REGISTERS,
+    VELOCITY_UNIT_RAD_S,
+    SimulatedServoRegisters,
+)
 
 
 class ServoBank:
@@ -649,43 +491,3 @@ class ServoBank:
         table["temperature_limit"] = 100
         table["shutdown"] = 0
         self.load_table(table)
-
-
-def make_servo_bank(params: ServoParams, bus: SupplyBus, rng: np.random.Generator,
-                    ambient_temperature: float = 25.0) -> ServoBank:
-    """The bank of ``params.family``: :class:`ServoBank` (XM430) or the STS3215's firmware and table."""
-    if params.family == "sts3215":
-        from na_sim.sts_servo_model import StsServoBank  # imported here: it imports this module
-
-        return StsServoBank(params, bus, rng, ambient_temperature)
-    return ServoBank(params, bus, rng, ambient_temperature)
-
-
-# ---- bench characterisation (datasheet checks) ------------------------------------------------
-def _bench_bank(params: ServoParams, voltage: float, rng_seed: int = 0) -> ServoBank:
-    bank = make_servo_bank(params, SupplyBus(voltage, source_resistance=0.0), np.random.default_rng(rng_seed))
-    bank.bench_full_duty()
-    return bank
-
-
-def stall_torque(params: ServoParams, voltage: float = 12.0, seconds: float = 0.05,
-                 dt: float = 0.00025) -> tuple[np.ndarray, np.ndarray]:
-    """Output torque (N·m) and current (A) with the shaft blocked at full PWM (datasheet stall test)."""
-    bank = _bench_bank(params, voltage)
-    zero = np.zeros(params.n)
-    torque = zero
-    for _ in range(int(seconds / dt)):
-        torque = bank.step(zero, zero, dt).copy()
-    return torque, bank.current.copy()
-
-
-def no_load_speed(params: ServoParams, voltage: float = 12.0, inertia: float = 0.01, seconds: float = 3.0,
-                  dt: float = 0.001) -> tuple[np.ndarray, np.ndarray]:
-    """Steady output speed (rad/s) and current (A) of a free shaft at full PWM (datasheet no-load test)."""
-    bank = _bench_bank(params, voltage)
-    theta, omega = np.zeros(params.n), np.zeros(params.n)
-    for _ in range(int(seconds / dt)):
-        torque = bank.step(theta, omega, dt)
-        omega = omega + dt * torque / inertia
-        theta = theta + dt * omega
-    return omega, bank.current.copy()

@@ -20,7 +20,8 @@ import numpy as np
 
 from na_description import sts3215, xm430
 from na_description.spec import RobotSpec
-from na_sim.rig_config import RigConfigError
+from na_sim.rig_config_error import RigConfigError
+from na_sim.servo_table import SimulatedServoRegisters
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,6 @@ def _sts3215_goal(registers: Any, steps: int) -> int:
 
 
 def _xm430_registers(servo_id: int) -> Any:
-    from na_sim.servo_model import SimulatedServoRegisters  # (servo_model imports rig_config, as this module)
-
     return SimulatedServoRegisters(servo_id)
 
 

@@ -3,7 +3,7 @@
 :class:`StsServoBank` is :class:`na_sim.servo_model.ServoBank` (DC motor, 1:345 gearbox, friction,
 backlash, heat, supply sag, all from ``na_sim/config/servo_sts3215.yaml``) with the Feetech
 control table (:mod:`na_description.sts3215`) and firmware in place of the XM430's. Built by
-:func:`na_sim.servo_model.make_servo_bank` for a servo config with ``family: sts3215``.
+:func:`na_sim.servo_banks.make_servo_bank` for a servo config with ``family: sts3215``.
 
 Firmware model (Feetech publishes no control law; the scalings are ours and marked assumed):
 
@@ -38,16 +38,15 @@ from __future__ import annotations
 import numpy as np
 
 from na_description import sts3215
-from na_sim.servo_model import (
+from na_sim.servo_model import ServoBank
+from na_sim.servo_params import ServoParams, SupplyBus
+from na_sim.servo_table import (
     MODE_EXTENDED,
     MODE_POSITION,
     MODE_PWM,
     MODE_VELOCITY,
     PULSES_PER_RAD,
     VELOCITY_UNIT_RAD_S,
-    ServoBank,
-    ServoParams,
-    SupplyBus,
 )
 
 # Firmware gain scalings (assumed, see the module doc): duty units (0.1 %) per unit of the coefficient.

@@ -10,19 +10,11 @@ import pytest
 
 from na_description import xm430
 from na_sim.rig_config import RigConfigError, find_config
-from na_sim.servo_model import (
-    CONTROL_TABLE_DTYPE,
-    MODE_CURRENT,
-    MODE_CURRENT_POSITION,
-    MODE_EXTENDED,
-    MODE_PWM,
-    ServoBank,
-    ServoParams,
-    SupplyBus,
-    no_load_speed,
-    stall_torque,
-)
+from na_sim.servo_banks import no_load_speed, stall_torque
+from na_sim.servo_model import ServoBank
+from na_sim.servo_params import ServoParams, SupplyBus
 from na_sim.servo_registers import ProtocolError, ServoRegisters
+from na_sim.servo_table import CONTROL_TABLE_DTYPE, MODE_CURRENT, MODE_CURRENT_POSITION, MODE_EXTENDED, MODE_PWM
 
 RPM = 2 * math.pi / 60
 

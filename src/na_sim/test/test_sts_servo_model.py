@@ -19,7 +19,9 @@ import scservo_sdk as scs
 
 from na_description import sts3215
 from na_sim.rig_config import RigConfigError, find_config
-from na_sim.servo_model import ServoBank, ServoParams, SupplyBus, make_servo_bank, no_load_speed, stall_torque
+from na_sim.servo_banks import make_servo_bank, no_load_speed, stall_torque
+from na_sim.servo_model import ServoBank
+from na_sim.servo_params import ServoParams, SupplyBus
 from na_sim.sts_emulator import StsBusEmulator
 from na_sim.sts_registers import StsServoRegisters
 from na_sim.sts_servo_model import KP_PER_COEFFICIENT, StsServoBank
