@@ -9,8 +9,8 @@ cycle's replies to SI (servo side, with the family's ``decode_states``, as the o
 them) and what its error bits mean.
 
 Backends: :class:`na_driver.dxl_backend.DxlBackend` (DYNAMIXEL XM430, Protocol 2.0) and
-:class:`na_driver.sts_backend.StsBackend` (Feetech STS3215, Protocol 0); :func:`make_backend`
-picks one from the robot spec's servo model.
+:class:`na_driver.sts_backend.StsBackend` (Feetech STS3215, Protocol 0);
+:func:`na_driver.backends.make_backend` picks one from the robot spec's servo model.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import numpy as np
 from na_description.servo_state import ServoStates
 from na_driver.arm_config import ArmConfig
 from na_driver.serial_bus import SerialBus
-from na_driver.servo_family import STS3215, XM430
 
 Logger = Callable[[int, str], None]    # (level, message)
 
@@ -116,22 +115,3 @@ class ServoBackend(ABC):
     def diagnostic_values(self) -> dict[str, object]:
         """Family-specific values for the bus diagnostics."""
         return {}
-
-
-def make_backend(config: ArmConfig, log: Logger, bus: SerialBus | None = None, read_mode: str = "auto",
-                 layout: str = "auto") -> ServoBackend:
-    """The backend of the robot spec's servo family. ``read_mode``/``layout`` force a DYNAMIXEL bus path
-    (benchmarks); the STS3215 has one path, Sync Read of its state block."""
-    family = config.family.name
-    if family == XM430:
-        from na_driver.dxl_backend import DxlBackend
-
-        return DxlBackend(config, log, bus, read_mode=read_mode, layout=layout)
-    if family == STS3215:
-        from na_driver.sts_backend import StsBackend
-
-        if (read_mode, layout) not in (("auto", "auto"), ("sync", "auto")):
-            raise ValueError("STS3215 servos are read one way (Sync Read of the state block): read_mode and "
-                             "layout must be 'auto'")
-        return StsBackend(config, log, bus)
-    raise ValueError(f"no arm backend for servo family {family}")

@@ -9,7 +9,7 @@ Joint-side quantities follow docs/INTERFACES.md: joint angle = direction * servo
 offset (``RobotSpec.servo_to_joint``); velocity, current, PWM and load take the direction's sign.
 
 The servo family (the robot spec's servo model) picks the backend
-(:func:`na_driver.arm_backend.make_backend`): DYNAMIXEL XM430 (:mod:`na_driver.dxl_backend`) or
+(:func:`na_driver.backends.make_backend`): DYNAMIXEL XM430 (:mod:`na_driver.dxl_backend`) or
 Feetech STS3215 (:mod:`na_driver.sts_backend`). Everything here is shared by both: the start-up
 order, the command path and its clamp, stale flags, health (temperature, error bits, error
 timeout; a follower trips to torque off and says why), port loss and reopen, service requests.
@@ -28,9 +28,10 @@ import numpy as np
 from na_common.diagnostics import ERROR, OK, WARN, Level
 from na_description.arm_state import ArmStateFields, arm_state_fields
 from na_description.servo_state import ServoStates
-from na_driver.arm_backend import Logger, ServoBackend, StartupError, StateRead, make_backend
+from na_driver.arm_backend import Logger, ServoBackend, StartupError, StateRead
 from na_driver.arm_config import ArmConfig
 from na_driver.arm_health import HealthEvent, HealthMonitor
+from na_driver.backends import make_backend
 from na_driver.devices import wait_for_device
 from na_driver.serial_bus import BusError, PortLostError, PortOpenError, SerialBus
 

@@ -3,7 +3,7 @@
 The robot spec names the servo model (``servo.model``: XM430-W350 for the OpenManipulator-X,
 STS3215 for the SO-101); this module maps it to the family's control-table facts, taken from
 ``na_description.xm430`` / ``na_description.sts3215`` (one source of each number, not restated).
-Which bus and start-up sequence drive a family: :func:`na_driver.arm_backend.make_backend`.
+Which bus and start-up sequence drive a family: :func:`na_driver.backends.make_backend`.
 """
 
 from __future__ import annotations
