@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,14 @@ def say_goodbye(control, counters: dict) -> None:
         control.send(counters)
 
 
+def _child_main(target: Callable[..., None], control, setup: Any) -> None:
+    """The child ignores SIGINT and SIGTERM: a Ctrl-C or a launch's SIGTERM reaches the whole process group,
+    and the parent (which takes them) stops its children in order; a parent that dies closes the pipe."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    target(control, setup)
+
+
 class ChildProcess:
     """Starts ``target(control, setup)`` in a spawned process; ``facts`` waits for what it reported (several
     children start side by side when their facts are asked for only after all were started)."""
@@ -56,7 +65,8 @@ class ChildProcess:
     def __init__(self, target: Callable[..., None], setup: Any, name: str) -> None:
         context = multiprocessing.get_context("spawn")
         self._control, child_control = context.Pipe()
-        self._process = context.Process(target=target, args=(child_control, setup), daemon=True, name=name)
+        self._process = context.Process(target=_child_main, args=(target, child_control, setup), daemon=True,
+                                        name=name)
         self._process.start()
         child_control.close()
         self.name = name
