@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from na_common.machine import machine_line
 from na_description import load_spec, sts3215, xm430
 from na_sim import protocol0, protocol2
 from na_sim.rig_config import robot_name
@@ -95,13 +96,6 @@ def measure(port: str, setup: bytes, packet: bytes, protocol, servo_count: int,
     finally:
         os.close(fd)
     return np.asarray(latencies), missing
-
-
-def machine_line() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), "unknown CPU")
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    return f"{model}, {os.cpu_count()} CPUs, load average {load}"
 
 
 def main(argv: list[str] | None = None) -> int:
