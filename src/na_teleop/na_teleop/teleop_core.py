@@ -1,9 +1,10 @@
 """Leader-to-follower teleoperation logic, free of ROS.
 
 The node feeds leader and follower samples in (positions, currents, the time they arrived) and the
-follower driver's trip status (:meth:`TeleopCore.on_follower_trip`), and publishes whatever
-:meth:`TeleopCore.on_leader` returns. Time is always passed in, so every behaviour (soft start, stale
-hold, overload window, trip hold) is testable with injected time.
+follower driver's trip status (:meth:`TeleopCore.on_follower_trip`) and the estimated contact force
+(:meth:`TeleopCore.on_force`, for the protective stop), and publishes whatever :meth:`TeleopCore.on_leader`
+returns. Time is always passed in, so every behaviour (soft start, stale hold, overload window, trip hold,
+protective stop) is testable with injected time.
 
 Pipeline for one leader sample: per-joint mapping (sign, offset; gripper scale, offset) ->
 clamping to the follower's joint limits -> soft-start blend (from the follower's pose at
@@ -22,6 +23,7 @@ import numpy as np
 
 from na_common import topics
 from na_common.diagnostics import ERROR, OK, WARN, Level
+from na_common.protective_stop import ProtectiveStopConfig, ProtectiveStopMonitor
 
 # Paper, Appendix F / Fig. A20: 1200 mA is the motor-current safety limit of the arms.
 DEFAULT_OVERLOAD_CURRENT_A = 1.2
@@ -49,6 +51,7 @@ class TeleopState(enum.Enum):
     STALE = "stale"                # leader silent for > stale_timeout: hold, no new commands
     OVERLOAD = "overload"          # follower current too high for too long: hold until re-enabled
     TRIPPED = "tripped"            # the follower driver tripped (torque off): no commands until it is back
+    PROTECTIVE_STOP = "protective_stop"  # estimated contact force too high: hold until ~/release_protective_stop
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,8 @@ class TeleopConfig:
     overload_current: float = DEFAULT_OVERLOAD_CURRENT_A  # A, absolute follower current
     overload_window: float = 0.2       # s the current must stay above the limit to trip
     follower_reboot: str = topics.FOLLOWER_REBOOT   # the service that brings a tripped follower back (for messages)
+    protective_stop: ProtectiveStopConfig = field(default_factory=ProtectiveStopConfig)   # off by default
+    release_service: str = "~/release_protective_stop"   # the call that releases a protective stop (for messages)
 
     def __post_init__(self) -> None:
         n = len(self.joint_names)
@@ -167,6 +172,7 @@ class TeleopCore:
         self._overload = _Overload([None] * config.n_joints)
         self.overload_joint: str | None = None
         self.follower_trip: str | None = None      # why the follower driver is tripped; None while it is not
+        self.protective_stop = ProtectiveStopMonitor(config.protective_stop)
 
     # ------------------------------------------------------------------ state
     @property
@@ -195,7 +201,10 @@ class TeleopCore:
             self.overload_joint = None
             self._overload = _Overload([None] * self.config.n_joints)
             self._last_command = None
-            if self.follower_trip is not None:
+            if self.protective_stop.stopped:
+                self._state = TeleopState.PROTECTIVE_STOP
+                message = f"teleoperation enabled; {self._stop_message()}"
+            elif self.follower_trip is not None:
                 self._state = TeleopState.TRIPPED
                 message = f"teleoperation enabled; {self._trip_message()}"
             else:
@@ -203,6 +212,10 @@ class TeleopCore:
                 message = "teleoperation enabled: soft start on the next leader and follower samples"
         self._emit("info", "enable", message)
         return message
+
+    def _stop_message(self) -> str:
+        return (f"protective stop ({self.protective_stop.reason}); follower holds its last goal; "
+                f"call {self.config.release_service}")
 
     def _trip_message(self) -> str:
         return f"follower tripped: {self.follower_trip}; not commanding; call {self.config.follower_reboot}"
@@ -214,11 +227,14 @@ class TeleopCore:
         was = self.follower_trip
         self.follower_trip = reason or None        # "" counts as not tripped
         if self.follower_trip is not None and was is None:
-            if self._state not in (TeleopState.DISABLED, TeleopState.OVERLOAD):
+            if self._state not in (TeleopState.DISABLED, TeleopState.OVERLOAD, TeleopState.PROTECTIVE_STOP):
                 self._state = TeleopState.TRIPPED
             self._emit("error", "tripped", self._trip_message())
         elif self.follower_trip is None and was is not None:
-            if self._state is TeleopState.TRIPPED:
+            if self._state is TeleopState.TRIPPED and self.protective_stop.stopped:
+                self._state = TeleopState.PROTECTIVE_STOP
+                self._emit("info", "tripped", f"follower is back; {self._stop_message()}")
+            elif self._state is TeleopState.TRIPPED:
                 self._state = TeleopState.WAITING
                 self._follower_position = None      # its pose before the trip is no origin: wait for a fresh one
                 self._last_command = None
@@ -231,6 +247,8 @@ class TeleopCore:
         state = self._state
         if state is TeleopState.TRIPPED:
             return WARN, self._trip_message()
+        if state is TeleopState.PROTECTIVE_STOP:
+            return ERROR, self._stop_message()
         if state is TeleopState.OVERLOAD:
             return ERROR, f"overload stop (follower joint '{self.overload_joint}'); call ~/enable true to resume"
         if state is TeleopState.STALE:
@@ -269,7 +287,7 @@ class TeleopCore:
                 if since is None:
                     self._overload.above_since[k] = since = now
                 if now - since >= self.config.overload_window and self._state not in (
-                        TeleopState.OVERLOAD, TeleopState.DISABLED, TeleopState.TRIPPED):
+                        TeleopState.OVERLOAD, TeleopState.DISABLED, TeleopState.TRIPPED, TeleopState.PROTECTIVE_STOP):
                     self._trip_overload(k, amp, now - since)
             else:
                 self._overload.above_since[k] = None
@@ -282,6 +300,32 @@ class TeleopCore:
                    f"overload guard: follower joint '{name}' drew {amp:.3f} A (> {self.config.overload_current:.3f} A)"
                    f" for {duration:.3f} s; following stopped, follower holds its last goal."
                    " Call ~/enable true to resume.")
+
+    def on_force(self, force: Sequence[float], now: float) -> None:
+        """An estimated contact force (N, x y z): runs the protective stop; a latched stop holds the follower."""
+        event = self.protective_stop.update(force, now)
+        if event is None:
+            return
+        if not self.protective_stop.stopped:
+            self._emit("info", "protective_stop", event.message)
+            return
+        if self._state in (TeleopState.WAITING, TeleopState.SOFT_START, TeleopState.TRACKING, TeleopState.STALE):
+            self._state = TeleopState.PROTECTIVE_STOP
+        self._emit("error", "protective_stop", self._stop_message())
+
+    def release_protective_stop(self, now: float) -> tuple[bool, str]:
+        """The explicit release: a soft start from the follower's present pose follows (or the hold of a tripped
+        follower, or nothing while disabled)."""
+        released, message = self.protective_stop.release(now)
+        if released and self._state is TeleopState.PROTECTIVE_STOP:
+            self._last_command = None
+            if self.follower_trip is not None:
+                self._state = TeleopState.TRIPPED
+            else:
+                self._state = TeleopState.WAITING
+                message += "; soft start from the follower's pose to the leader's"
+        self._emit("info", "protective_stop", message)
+        return released, message
 
     def on_leader(self, position: Sequence[float], now: float,
                   stale_joints: Sequence[bool] | None = None) -> np.ndarray | None:
@@ -305,7 +349,8 @@ class TeleopCore:
             self._state = TeleopState.STALE
         was_stale = self._state is TeleopState.STALE
         self._last_leader_time = now
-        if self._state in (TeleopState.DISABLED, TeleopState.OVERLOAD, TeleopState.TRIPPED):
+        if self._state in (TeleopState.DISABLED, TeleopState.OVERLOAD, TeleopState.TRIPPED,
+                           TeleopState.PROTECTIVE_STOP):
             return None
         if was_stale:
             self._emit("info", "stale", "leader stream is back: soft start towards the leader's pose")

@@ -248,3 +248,66 @@ def test_the_overload_guard_does_not_fire_while_the_follower_is_tripped() -> Non
     for k in range(50):
         core.on_follower(np.zeros(N), np.full(N, 2.0), 0.01 * k)
     assert core.state is TeleopState.TRIPPED and core.overload_joint is None
+
+
+# ---------------------------------------------------------------------------- protective stop
+def stop_core(**stop) -> TeleopCore:
+    from na_common.protective_stop import ProtectiveStopConfig
+    settings = {"enabled": True, "threshold": 10.0, "hysteresis": 2.0, "min_duration": 0.03}
+    settings.update(stop)
+    return started(make_core(protective_stop=ProtectiveStopConfig(**settings)))
+
+
+def test_protective_stop_holds_the_follower_until_released() -> None:
+    core = stop_core()
+    leader = np.array([0.3, -0.4, 0.5, -0.2, 0.1])
+    t, last_moving = 0.0, None
+    for k in range(20):                                 # contact of 15 N from t = 0.05 s
+        t = k * 0.01
+        core.on_force((0.0, 0.0, 15.0 if t >= 0.05 - 1e-9 else 0.0), t)
+        command = core.on_leader(leader + 0.01 * k, t)
+        if command is not None:
+            last_moving = t
+    assert core.state is TeleopState.PROTECTIVE_STOP
+    assert last_moving == pytest.approx(0.07)           # the stop latches at 0.08 s (30 ms after the onset)
+    level, message = core.status()
+    assert level == 2 and "~/release_protective_stop" in message and "15.0 N" in message
+    assert any(e.key == "protective_stop" and e.level == "error" for e in core.drain_events())
+    # Enable does not release it; the explicit release does, with a soft start from the follower's pose.
+    core.set_enabled(True, 0.3)
+    assert core.state is TeleopState.PROTECTIVE_STOP and core.on_leader(leader, 0.3) is None
+    released, _ = core.release_protective_stop(0.4)
+    assert released and core.state is TeleopState.WAITING
+    core.on_follower(np.full(N, 0.05), np.zeros(N), 0.41)
+    np.testing.assert_allclose(core.on_leader(leader, 0.42), leader)   # soft start 0 s: straight to the leader
+    assert core.state is TeleopState.TRACKING
+
+
+def test_protective_stop_off_by_default_and_short_spikes_pass() -> None:
+    core = started(make_core())
+    core.on_force((0.0, 0.0, 1000.0), 0.0)
+    core.on_force((0.0, 0.0, 1000.0), 1.0)
+    assert core.on_leader(np.zeros(N), 1.0) is not None
+    core = stop_core(min_duration=0.05)
+    for k in range(50):                                  # 20 ms spikes every 100 ms
+        t = k * 0.01
+        core.on_force((0.0, 0.0, 20.0 if k % 10 < 2 else 0.0), t)
+        assert core.on_leader(np.zeros(N), t) is not None
+    assert core.state is TeleopState.TRACKING
+
+
+def test_protective_stop_during_a_trip_keeps_both_holds() -> None:
+    core = stop_core()
+    core.on_leader(np.zeros(N), 0.0)
+    core.on_follower_trip("servo 13 (joint3): overload")
+    assert core.state is TeleopState.TRIPPED
+    for k in range(5):
+        core.on_force((0.0, 0.0, 15.0), 0.01 * k)
+    assert core.protective_stop.stopped and core.state is TeleopState.TRIPPED
+    core.on_follower_trip(None)                          # the follower is back, the stop still holds
+    assert core.state is TeleopState.PROTECTIVE_STOP and core.on_leader(np.zeros(N), 0.1) is None
+    core.on_follower_trip("again")
+    released, _ = core.release_protective_stop(0.2)      # released while tripped: the trip's hold remains
+    assert released and core.state is TeleopState.TRIPPED
+    core.on_follower_trip(None)
+    assert core.state is TeleopState.WAITING
