@@ -32,6 +32,8 @@ TRIP_PART = "trip"               # ERROR while a servo is tripped (follower: tor
 SERVO_PART_PREFIX = "servo "     # one per servo: "servo 13 (joint3)"
 # The simulated rig's own status (na-sim rig --ros): ERROR after its physics fell behind wall time past its margin.
 RIG_PACE_STATUS = "sim_rig: physics"
+# A node holding its arm on the estimated contact force (teleop, policy): "<node>: protective stop", ERROR while held.
+PROTECTIVE_STOP_PART = "protective stop"
 TRIP_REASON_KEY = "reason"       # value of the trip status: the tripped servos and why, "" when none is
 
 

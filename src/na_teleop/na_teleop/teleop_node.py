@@ -2,9 +2,11 @@
 :class:`na_teleop.teleop_core.TeleopCore`.
 
 Topics: subscribes ``/leader/arm_state`` and ``/follower/arm_state`` (na_msgs/ArmState) and
-``/diagnostics`` (the follower driver's ``<driver>: trip`` status), publishes ``/follower/command``
-(na_msgs/JointCommand) from inside the leader callback and its own state on ``/diagnostics``. Service
-``~/enable`` (std_srvs/SetBool).
+``/diagnostics`` (the follower driver's ``<driver>: trip`` status) and ``/estimator/force``
+(geometry_msgs/WrenchStamped, for the protective stop), publishes ``/follower/command`` (na_msgs/JointCommand)
+from inside the leader callback and its own state on ``/diagnostics`` (``<node>`` and
+``<node>: protective stop``). Services ``~/enable`` (std_srvs/SetBool) and ``~/release_protective_stop``
+(std_srvs/Trigger).
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import WrenchStamped
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
-from std_srvs.srv import SetBool
+from std_srvs.srv import SetBool, Trigger
 
 from na_common import topics
-from na_common.diagnostics import TRIP_PART, TRIP_REASON_KEY, status_name
+from na_common.diagnostics import PROTECTIVE_STOP_PART, TRIP_PART, TRIP_REASON_KEY, status_name
+from na_common.protective_stop import ProtectiveStopConfigError
 from na_common.ros_node import declare_and_read, diagnostic_array, diagnostic_status, run_node, status_reports, usage
 from na_description import JointNameError, RobotSpec, SpecError, load_spec
 from na_msgs.msg import ArmState, JointCommand
+from na_teleop import protective_stop_params
 from na_teleop.teleop_core import (
     DEFAULT_MAX_STEP_RAD,
     DEFAULT_OVERLOAD_CURRENT_A,
@@ -55,7 +60,9 @@ PARAMETER_DESCRIPTIONS = {
     "follower_driver": "Full name of the follower's arm driver node: its '<name>: trip' status on /diagnostics "
                        "stops the commands while it is tripped, and <name>/reboot is the service named to bring it "
                        "back.",
+    **protective_stop_params.DESCRIPTIONS,
 }
+RELEASE_SERVICE = "~/release_protective_stop"
 
 
 def default_parameters(spec: RobotSpec) -> dict[str, Any]:
@@ -74,6 +81,7 @@ def default_parameters(spec: RobotSpec) -> dict[str, Any]:
         "start_enabled": True,
         "warn_throttle_period": 2.0,
         "follower_driver": topics.FOLLOWER_DRIVER,
+        **protective_stop_params.DEFAULTS,
     }
 
 
@@ -87,11 +95,16 @@ class TeleopNode(Node):
             self._spec = load_spec(spec_path or None)
         except SpecError as error:
             raise TeleopConfigError(f"invalid teleop parameter robot_spec: {error}") from error
+        try:
+            protective_stop_params.declare(self)       # with their ranges, before declare_and_read reads them
+        except ProtectiveStopConfigError as error:
+            raise TeleopConfigError(f"invalid teleop parameter {error}") from error
         params = declare_and_read(self, default_parameters(self._spec), PARAMETER_DESCRIPTIONS)
         driver = params["follower_driver"]
         self._trip_status = status_name(driver, TRIP_PART)
         self.core = TeleopCore(self._config(params, f"{driver}/{topics.REBOOT_SERVICE}"),
                                enabled=params["start_enabled"])
+        self._stop_status = status_name(self.get_fully_qualified_name(), PROTECTIVE_STOP_PART)
         self._throttle = params["warn_throttle_period"]
         self._last_log: dict[str, float] = {}
         self._names = list(self.core.config.joint_names)
@@ -105,6 +118,9 @@ class TeleopNode(Node):
         self._diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
         self._published_state = self.core.state
         self.create_service(SetBool, "~/enable", self._on_enable)
+        self.create_service(Trigger, RELEASE_SERVICE, self._on_release)
+        if self.core.config.protective_stop.enabled:
+            self.create_subscription(WrenchStamped, topics.ESTIMATED_FORCE, self._on_force, qos_profile_sensor_data)
         period = params["stale_check_period"]
         if not period > 0.0:
             raise TeleopConfigError(f"stale_check_period must be > 0 s, got {period}")
@@ -126,8 +142,10 @@ class TeleopNode(Node):
                 overload_current=params["overload_current"],
                 overload_window=params["overload_window"],
                 follower_reboot=follower_reboot,
+                protective_stop=protective_stop_params.config(params),
+                release_service=f"{self.get_fully_qualified_name()}/release_protective_stop",
             )
-        except TeleopConfigError as error:
+        except (TeleopConfigError, ProtectiveStopConfigError) as error:
             raise TeleopConfigError(f"invalid teleop parameter {error}") from error
 
     # ------------------------------------------------------------------ callbacks
@@ -166,6 +184,11 @@ class TeleopNode(Node):
             return
         self.core.on_follower(*arrays, time.monotonic())
         self._flush_events()
+    def _on_force(self, msg: WrenchStamped) -> None:
+        f = msg.wrench.force
+        self.core.on_force((f.x, f.y, f.z), time.monotonic())
+        self._flush_events()
+
     def _on_timer(self) -> None:
         self.core.check_stale(time.monotonic())
         self._flush_events()
@@ -180,14 +203,26 @@ class TeleopNode(Node):
     def _publish_diagnostics(self) -> None:
         """The teleop state on /diagnostics (every second and whenever it changes)."""
         self._published_state = self.core.state
-        status = diagnostic_status(self.get_fully_qualified_name(), "teleop", *self.core.status(),
-                                   {"state": self.core.state.value})
-        self._diag_pub.publish(diagnostic_array(self, [status]))
+        stop = self.core.protective_stop
+        stop_values = stop.values()
+        if stop.config.enabled:
+            stop_values["estimate_stale"] = str(stop.check_age(time.monotonic())).lower()
+        statuses = [diagnostic_status(self.get_fully_qualified_name(), "teleop", *self.core.status(),
+                                      {"state": self.core.state.value}),
+                    diagnostic_status(self._stop_status, "teleop", *stop.status(),
+                                      {**stop_values, "release_service": self.core.config.release_service})]
+        self._diag_pub.publish(diagnostic_array(self, statuses))
 
     def _on_enable(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         response.message = self.core.set_enabled(bool(request.data), time.monotonic())
         response.success = True
         self._flush_events()
+        return response
+
+    def _on_release(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = self.core.release_protective_stop(time.monotonic())
+        self._flush_events()
+        self._publish_diagnostics()
         return response
 
     # ------------------------------------------------------------------ logging
@@ -216,8 +251,9 @@ class TeleopNode(Node):
 
 HELP_SUMMARY = ("Teleoperation: follows the leader arm with the follower, one follower/command (na_msgs/JointCommand)\n"
                 "per leader/arm_state (na_msgs/ArmState), with soft start, step limit, stale-leader hold,\n"
-                "follower overload stop and a hold while the follower driver is tripped (its /diagnostics);\n"
-                "service ~/enable (SetBool). Parameter file: config/teleop.yaml.")
+                "follower overload stop, a hold while the follower driver is tripped (its /diagnostics) and an\n"
+                "optional protective stop on the estimated contact force (/estimator/force);\n"
+                "services ~/enable (SetBool), ~/release_protective_stop (Trigger). Parameter file: config/teleop.yaml.")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -239,3 +239,53 @@ def test_a_tripped_follower_stops_the_commands_until_it_is_back_then_soft_starts
     assert wait_for(lambda: len(h.commands) > count, 5.0, back_step)
     np.testing.assert_allclose(h.commands[count].position, present, atol=0.01)   # the blend's first 10 ms of 2 s
     assert h.teleop.core.state.value == "soft_start"
+
+
+def test_protective_stop_holds_on_the_estimated_force_says_why_and_releases_on_the_service(harness, wait_for) -> None:
+    """/estimator/force above the threshold: commands stop, '<node>: protective stop' is ERROR with the reason;
+    ~/release_protective_stop brings the commands back."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import WrenchStamped
+    from std_srvs.srv import Trigger
+
+    from na_teleop.teleop_core import TeleopState
+
+    h = harness(protective_stop_enabled=True, protective_stop_threshold=10.0, protective_stop_min_duration=0.02)
+    force_pub = h.peer.create_publisher(WrenchStamped, "/estimator/force", 10)
+    statuses: dict[str, tuple[int, str]] = {}
+    h.peer.create_subscription(DiagnosticArray, "/diagnostics", lambda a: statuses.update(
+        {s.name: (s.level[0] if isinstance(s.level, bytes) else s.level, s.message) for s in a.status}), 50)
+    release = h.peer.create_client(Trigger, "/teleop/release_protective_stop")
+    assert feed_until_command(h, wait_for, np.zeros(N))
+    assert wait_for(lambda: force_pub.get_subscription_count() > 0, 5.0, h.spin)
+
+    def push() -> None:
+        wrench = WrenchStamped()
+        wrench.wrench.force.z = 25.0
+        force_pub.publish(wrench)
+        h.leader_pub.publish(h.state("leader", np.zeros(N)))
+        h.spin_for(0.01)
+
+    assert wait_for(lambda: h.teleop.core.state is TeleopState.PROTECTIVE_STOP, 5.0, push)
+    assert wait_for(lambda: statuses.get("/teleop: protective stop", (0, ""))[0] == 2, 5.0, h.spin)
+    assert "25.0 N" in statuses["/teleop: protective stop"][1]
+    h.spin_for(0.05)
+    count = len(h.commands)
+    for _ in range(10):
+        push()
+    assert len(h.commands) == count
+    assert wait_for(release.service_is_ready, 5.0, h.spin)
+    future = release.call_async(Trigger.Request())
+    assert wait_for(future.done, 5.0, h.spin)
+    assert future.result().success and "released" in future.result().message
+    assert feed_until_command(h, wait_for, np.zeros(N))
+
+
+def test_protective_stop_parameter_outside_its_range_is_refused(ros_context) -> None:
+    from rclpy.parameter import Parameter
+
+    from na_teleop.teleop_core import TeleopConfigError
+    from na_teleop.teleop_node import TeleopNode
+
+    with pytest.raises(TeleopConfigError, match="protective_stop_threshold"):
+        TeleopNode(context=ros_context, parameter_overrides=[Parameter("protective_stop_threshold", value=500.0)])
