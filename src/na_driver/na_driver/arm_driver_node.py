@@ -33,6 +33,7 @@ from na_common.ros_node import (
     usage,
 )
 from na_description.arm_state import joint_state_fields
+from na_description.datasheet_margins import datasheet_reference
 from na_driver.arm_config import (
     ArmConfig,
     ConfigError,
@@ -80,6 +81,7 @@ class ArmDriverNode(Node):
         self.config: ArmConfig = build_config(self._read_parameters())
         self.failed: Future = Future()
         self.core = ArmDriverCore(self.config, log=self._log)
+        self.core.health.reference = datasheet_reference(self.core.spec)     # margins on /diagnostics
         self._loop: DeadlineLoop | None = None
         self._alarm = (False, False)          # (a servo tripped, port lost) as last published on /diagnostics
         try:
@@ -119,6 +121,8 @@ class ArmDriverNode(Node):
         if not self.context.ok():
             return          # the context is shut down: nothing to publish to (close() stops this loop)
         stamp = stamp_at(self, sample.stamp)
+        self.core.health.update_effort(sample.load if self.core.health.reference.effort_signal == "load"
+                                       else sample.current)
         self._state_pub.publish(self._arm_state(sample, stamp))
         self._joint_pub.publish(self._joint_state(sample, stamp))
         self.published += 1
@@ -204,12 +208,9 @@ class ArmDriverNode(Node):
                                "torque_enabled": core.torque_enabled}),
         ]
         for k, (sid, joint, level, message) in enumerate(core.servo_status()):
-            hw = core.health.servos[k].hardware_error
-            temperature = core.health.servos[k].temperature
             statuses.append(diagnostic_status(
                 status_name(name, f"servo {sid} ({joint})"), f"{self.config.port}#{sid}", level, message,
-                {"hardware_error_status": f"0x{hw:02X}", "hardware_errors": ", ".join(core.backend.describe_error(hw)),
-                 "temperature_c": f"{temperature:.0f}"}))
+                core.health.values(k)))
         self._diag_pub.publish(diagnostic_array(self, statuses))
 
     def _log(self, level: int, message: str) -> None:

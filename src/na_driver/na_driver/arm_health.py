@@ -3,17 +3,24 @@
 Thresholds: warning 55 degC and trip 60 degC are the NeuralActuator authors' rig settings
 (docs/REFERENCES.md, Authors' setup); the servo's own overheating shutdown is at its Temperature Limit (80 degC;
 docs/REFERENCES.md, XM430-W350). Error bits are the servo family's (XM430 Hardware Error Status, STS3215
-Status), named by the ``describe_error`` the arm's backend passes in.
+Status), named by the ``describe_error`` the arm's backend passes in. Datasheet margins
+(:mod:`na_description.datasheet_margins`): effort against the stall figure, temperature against the shutdown limit;
+an effort above :data:`EFFORT_WARNING_FRACTION` of the stall figure is a WARN.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from na_common.diagnostics import ERROR, OK, WARN, Level
 from na_description import xm430
+from na_description.datasheet_margins import DatasheetReference, effort_margin, temperature_margin
+
+# Effort above this fraction of the datasheet's stall figure (margin below 1 - it) is reported as WARN: holding
+# near stall is what heats a servo towards its overload and overheating shutdowns.
+EFFORT_WARNING_FRACTION = 0.8
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,7 @@ class ServoHealth:
     temperature_warned: bool = False
     trip_reason: str | None = None        # set while tripped, cleared by a reboot / re-enable
     not_responding: bool = False
+    effort: float = math.nan              # last |effort| in the reference's unit (A or fraction of full output)
     messages: list[str] = field(default_factory=list)
 
     @property
@@ -49,8 +57,10 @@ class HealthMonitor:
 
     def __init__(self, servo_ids: tuple[int, ...], joint_names: tuple[str, ...], temperature_warning: float,
                  temperature_trip: float, error_timeout: float, start_time: float,
-                 describe_error: Callable[[int], list[str]] = xm430.decode_hardware_error) -> None:
+                 describe_error: Callable[[int], list[str]] = xm430.decode_hardware_error,
+                 reference: DatasheetReference | None = None) -> None:
         self.describe_error = describe_error
+        self.reference = reference              # datasheet figures for the margins; None: margins not reported
         self.temperature_warning = temperature_warning
         self.temperature_trip = temperature_trip
         self.error_timeout = error_timeout
@@ -84,6 +94,37 @@ class HealthMonitor:
         elif temperature < self.temperature_warning - 2.0:
             servo.temperature_warned = False      # 2 degC hysteresis against a flickering warning
         return events
+
+    def update_effort(self, efforts: Sequence[float]) -> None:
+        """The latest effort of every servo (ArmState current or load, as the reference's signal names)."""
+        for servo, effort in zip(self.servos, efforts, strict=False):
+            if math.isfinite(effort):
+                servo.effort = abs(float(effort))
+
+    def effort_margin(self, index: int) -> float:
+        """1 - |effort| / datasheet stall figure of servo ``index`` (nan without a reference or an effort)."""
+        if self.reference is None:
+            return math.nan
+        return float(effort_margin(self.servos[index].effort, self.reference))
+
+    def values(self, index: int) -> dict[str, str]:
+        """Key/values of servo ``index``'s status: error bits, temperature and the datasheet margins."""
+        servo = self.servos[index]
+        out = {"hardware_error_status": f"0x{servo.hardware_error:02X}",
+               "hardware_errors": ", ".join(self.describe_error(servo.hardware_error)),
+               "temperature_c": f"{servo.temperature:.0f}"}
+        if self.reference is not None:
+            ref = self.reference
+            out.update({
+                "temperature_limit_c": f"{ref.temperature_limit_c:.0f}",
+                "temperature_margin_c": f"{float(temperature_margin(servo.temperature, ref)):.0f}",
+                "effort_signal": ref.effort_signal,
+                "effort": f"{servo.effort:.3f}",
+                "effort_unit": ref.effort_unit,
+                "effort_datasheet": ref.effort_source,
+                "effort_margin": f"{self.effort_margin(index):.2f}",
+            })
+        return out
 
     def check_timeouts(self, now: float, trip: bool = True) -> list[HealthEvent]:
         """Servos without a valid reply for longer than the error timeout: a trip (a follower turns torque off and
@@ -134,4 +175,8 @@ class HealthMonitor:
             return ERROR, "hardware error: " + ", ".join(self.describe_error(servo.hardware_error))
         if servo.temperature >= self.temperature_warning:
             return WARN, f"temperature {servo.temperature:.0f} degC"
+        margin = self.effort_margin(index)
+        if margin < 1.0 - EFFORT_WARNING_FRACTION:
+            return WARN, (f"{self.reference.effort_signal} at {100.0 * (1.0 - margin):.0f} % of the "
+                          f"{self.reference.effort_source}")
         return OK, "ok"

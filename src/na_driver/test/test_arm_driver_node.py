@@ -200,6 +200,10 @@ def test_overload_trip_is_diagnosed_with_the_servo_id_and_the_reboot_service_rec
     try:
         assert wait_for(lambda: (s := servo13_status()) is not None and s.level == DiagnosticStatus.ERROR, 5.0, spin)
         assert "overload" in servo13_status().message
+        values = {kv.key: kv.value for kv in servo13_status().values}
+        assert values["hardware_error_status"] == f"0x{xm430.HW_ERROR_OVERLOAD:02X}"
+        assert values["effort_signal"] == "current" and values["temperature_limit_c"] == "80"
+        assert float(values["effort_margin"]) <= 1.0
         assert all(r.get("torque_enable") == 0 for r in servos)
         assert wait_for(lambda: states and states[-1].hardware_error[2] == xm430.HW_ERROR_OVERLOAD, 2.0, spin)
         future = reboot.call_async(Trigger.Request())
