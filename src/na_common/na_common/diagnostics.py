@@ -32,6 +32,8 @@ TRIP_PART = "trip"               # ERROR while a servo is tripped (follower: tor
 SERVO_PART_PREFIX = "servo "     # one per servo: "servo 13 (joint3)"
 # The simulated rig's own status (na-sim rig --ros): ERROR after its physics fell behind wall time past its margin.
 RIG_PACE_STATUS = "sim_rig: physics"
+# One per motor of the estimator's condition: "estimator: motor joint3" (na_estimator.condition_status).
+MOTOR_PART_PREFIX = "motor "
 # A node holding its arm on the estimated contact force (teleop, policy): "<node>: protective stop", ERROR while held.
 PROTECTIVE_STOP_PART = "protective stop"
 TRIP_REASON_KEY = "reason"       # value of the trip status: the tripped servos and why, "" when none is
@@ -40,6 +42,11 @@ TRIP_REASON_KEY = "reason"       # value of the trip status: the tripped servos 
 def status_name(node: str, part: str) -> str:
     """The name of one of ``node``'s statuses."""
     return f"{node}: {part}"
+
+
+def motor_part(joint: str) -> str:
+    """The part of a per-motor status (the estimator's condition), e.g. ``"motor joint3"``."""
+    return f"{MOTOR_PART_PREFIX}{joint}"
 
 
 def split_status_name(name: str) -> tuple[str, str]:

@@ -19,6 +19,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker
 
 from na_common import topics
+from na_common.diagnostics import motor_part, status_name
 from na_common.machine import cpu_info
 from na_common.ros_node import (
     ParameterError,
@@ -32,6 +33,7 @@ from na_common.stamps import stamp_seconds
 from na_description import SpecError, load_spec
 from na_description.model import Kinematics
 from na_description.spec import DEFAULT_ROBOT
+from na_estimator.condition_status import ConditionStatus
 from na_estimator.estimator_core import ArmInput, Estimate, EstimatorCore, LatencyStats
 from na_estimator.model_loader import load_model
 from na_estimator.onnx_model import DEFAULT_PROVIDERS, ModelLoadError, OnnxActuatorModel
@@ -122,6 +124,8 @@ class EstimatorNode(Node):
         # Of the estimated-on states: stamp -> callback (transport and executor), callback -> estimate published.
         self.arrival, self.handling = LatencyStats(), LatencyStats()
         self._estimate_msg = ActuatorEstimate(name=self.spec.joint_names)
+        self.condition_status = ConditionStatus(self.spec.joint_names, self.spec.condition_joint)
+        self._diagnostics_period = p["diagnostics_period"]
 
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.pub_estimate = self.create_publisher(ActuatorEstimate, topics.ESTIMATE, qos)
@@ -180,6 +184,7 @@ class EstimatorNode(Node):
         out.condition, out.inference_latency, out.window_fill = est.condition.tolist(), est.latency, est.window_fill
         self.pub_estimate.publish(out)
         self.handling.add(time.perf_counter() - entered)
+        self.condition_status.add(est.condition)
         # The rest only for topics someone listens to: building and serialising four messages and the arrow's
         # forward kinematics cost more than the estimate itself (checking the subscriber count is ~0.5 us).
         if self.publish_split:
@@ -251,8 +256,11 @@ class EstimatorNode(Node):
                   "handling_p50_ms": self.handling.percentile(50) * 1e3,
                   "handling_p99_ms": self.handling.percentile(99) * 1e3,
                   **core.counters.as_dict(), "last_refusal": core.last_refusal}
-        status = diagnostic_status("estimator", "neuralactuator", *core.status(), values)
-        self.pub_diagnostics.publish(diagnostic_array(self, [status]))
+        statuses = [diagnostic_status("estimator", "neuralactuator", *core.status(), values)]
+        statuses += [diagnostic_status(status_name("estimator", motor_part(m.joint)), "neuralactuator", m.level,
+                                       m.message, m.values)
+                     for m in self.condition_status.statuses(self._diagnostics_period)]
+        self.pub_diagnostics.publish(diagnostic_array(self, statuses))
 
 
 HELP_SUMMARY = ("NeuralActuator estimator: from the follower's arm_state (na_msgs/ArmState) and command\n"

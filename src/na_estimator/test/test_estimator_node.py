@@ -132,6 +132,18 @@ def test_arm_states_are_reordered_by_name_or_refused_with_the_reason(ros_graph, 
     if reason is None:
         assert ros_graph.wait_for(lambda: len(estimates) >= 3, 10.0, publish)
         assert counters.bad_names == 0
+        # One condition status per motor, named "estimator: motor <joint>", with its scores of the period.
+        motors = {}
+
+        def motor_statuses() -> bool:
+            motors.update({s.name: s for d in diagnostics for s in d.status
+                           if s.name.startswith("estimator: motor ") and s.level != DiagnosticStatus.STALE})
+            return len(motors) == len(NAMES)
+
+        assert ros_graph.wait_for(motor_statuses, 5.0, publish)
+        assert set(motors) == {f"estimator: motor {n}" for n in NAMES}
+        joint3 = {kv.key: kv.value for kv in motors["estimator: motor joint3"].values}
+        assert joint3["supervised"] == "true" and 0.0 <= float(joint3["condition_mean"]) <= 1.0 + 1e-6
         return
     assert ros_graph.wait_for(lambda: counters.bad_names >= 5, 10.0, publish)         # the probes arrived ...
     assert counters.estimates == 0 and estimates == []                                # ... and none was estimated on
@@ -362,7 +374,7 @@ def test_the_estimator_runs_the_variant_chosen_here_and_names_it_on_diagnostics(
         assert choice.variant == requested
 
     def values() -> dict[str, str]:
-        statuses = [s for d in peer.diagnostics for s in d.status if s.name.startswith("estimator")]
+        statuses = [s for d in peer.diagnostics for s in d.status if s.name == "estimator"]
         return {v.key: v.value for v in statuses[-1].values} if statuses else {}
 
     assert ros_graph.wait_for(lambda: "variant" in values(), 10.0, ros_graph.spin)
