@@ -17,6 +17,10 @@ import numpy as np
 from na_description.servo_tables import servo_table
 from na_description.spec import RobotSpec
 
+# Effort above this fraction of the datasheet's stall figure (margin below 1 - it) is a warning, on the arm driver's
+# status and in na-health: holding near stall is what heats a servo towards its overload and overheating shutdowns.
+EFFORT_WARNING_FRACTION = 0.8
+
 # Servo table register that holds the overheating shutdown temperature, per servo model.
 _TEMPERATURE_LIMIT_REGISTER = {"XM430-W350": "temperature_limit", "STS3215": "max_temperature_limit"}
 

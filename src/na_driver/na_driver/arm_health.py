@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 
 from na_common.diagnostics import ERROR, OK, WARN, Level
 from na_description import xm430
-from na_description.datasheet_margins import DatasheetReference, effort_margin, temperature_margin
-
-# Effort above this fraction of the datasheet's stall figure (margin below 1 - it) is reported as WARN: holding
-# near stall is what heats a servo towards its overload and overheating shutdowns.
-EFFORT_WARNING_FRACTION = 0.8
+from na_description.datasheet_margins import (
+    EFFORT_WARNING_FRACTION,
+    DatasheetReference,
+    effort_margin,
+    temperature_margin,
+)
 
 
 @dataclass(frozen=True)
