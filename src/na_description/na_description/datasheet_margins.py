@@ -10,6 +10,7 @@ Temperature Limit: the register defaults in the servo table).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,8 +22,10 @@ from na_description.spec import RobotSpec
 # status and in na-health: holding near stall is what heats a servo towards its overload and overheating shutdowns.
 EFFORT_WARNING_FRACTION = 0.8
 
-# Servo table register that holds the overheating shutdown temperature, per servo model.
+# Per servo model: the servo table's register with the overheating shutdown temperature, and its error-bit decoder
+# (XM430 Hardware Error Status, STS3215 Status byte).
 _TEMPERATURE_LIMIT_REGISTER = {"XM430-W350": "temperature_limit", "STS3215": "max_temperature_limit"}
+_ERROR_DECODER = {"XM430-W350": "decode_hardware_error", "STS3215": "decode_status"}
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class DatasheetReference:
     effort_full_scale: float  # A (stall current at 12 V) or 1.0 (full output)
     effort_unit: str          # "A" or "fraction of full output"
     temperature_limit_c: float
+    describe_error: Callable[[int], list[str]]   # error bits -> their names
 
     @property
     def effort_source(self) -> str:
@@ -46,9 +50,10 @@ def datasheet_reference(spec: RobotSpec) -> DatasheetReference:
     """The datasheet figures of ``spec``'s servo model (ValueError for a model without a servo table)."""
     table = servo_table(spec)
     limit = float(table.REGISTERS[_TEMPERATURE_LIMIT_REGISTER[spec.servo_model]].default) * table.TEMPERATURE_UNIT_C
+    describe = getattr(table, _ERROR_DECODER[spec.servo_model])
     if spec.effort_signal == "load":
-        return DatasheetReference(spec.servo_model, "load", 1.0, "fraction of full output", limit)
-    return DatasheetReference(spec.servo_model, "current", float(table.STALL_CURRENT_12V), "A", limit)
+        return DatasheetReference(spec.servo_model, "load", 1.0, "fraction of full output", limit, describe)
+    return DatasheetReference(spec.servo_model, "current", float(table.STALL_CURRENT_12V), "A", limit, describe)
 
 
 def effort_margin(effort: np.ndarray | float, reference: DatasheetReference) -> np.ndarray:

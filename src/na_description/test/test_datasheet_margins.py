@@ -22,3 +22,8 @@ def test_sts3215_load_against_full_output_and_its_temperature_limit() -> None:
     assert reference.effort_signal == "load"
     np.testing.assert_allclose(effort_margin([0.25, -0.8], reference), [0.75, 0.2])
     assert float(temperature_margin(60.0, reference)) == pytest.approx(70.0 - 60.0)
+    assert reference.describe_error(0x20) == ["overload"]          # Status bit 5
+
+
+def test_xm430_error_bits_are_named() -> None:
+    assert datasheet_reference(load_spec()).describe_error(0x04) == ["overheating"]   # Hardware Error Status bit 2
