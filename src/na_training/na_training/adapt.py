@@ -31,6 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from na_estimator.features import FeatureStats, feature_names
+from na_training.batches import from_nad_episode
+from na_training.evaluate import EvaluationError, check_compatibility, evaluate
+from na_training.export_cli import configure_export_parser, run_export
+from na_training.nad import load_nad, read_info, robot_spec
+
 ADAPT_LR_FACTOR = 0.25
 DEFAULT_EPOCHS = 70
 MIN_TRAIN_FRAMES = 200          # below this a "recalibration" is noise fitting
@@ -61,12 +67,8 @@ def adapt_run(parent: str | Path, nad: str | Path, out: str | Path, *, epochs: i
               learning_rate: float | None = None, refit_stats: bool = False, seed: int | None = None,
               progress: bool = True) -> dict[str, Any]:
     """Fine-tune ``parent`` on ``nad``; writes the new run to ``out`` and returns its provenance."""
-    from na_estimator.features import FeatureStats, feature_names
-    from na_training.batches import from_nad_episode
-    from na_training.config import config_from_dict, for_robot
-    from na_training.evaluate import EvaluationError, check_compatibility
-    from na_training.nad import load_nad, read_info, robot_spec
-    from na_training.train import Trainer, TrainState, load_run, load_trained_model
+    from na_training.config import config_from_dict, for_robot  # lazy: jax, flax (its model config)
+    from na_training.train import Trainer, TrainState, load_run, load_trained_model  # lazy: jax, mujoco, orbax
 
     if epochs < 1:
         raise AdaptError(f"--epochs must be at least 1, got {epochs}")
@@ -131,8 +133,6 @@ def adapt_run(parent: str | Path, nad: str | Path, out: str | Path, *, epochs: i
 
 def before_after(parent: Path, adapted: Path, nad: Path, out: Path, horizons=TABLE_HORIZONS) -> dict[str, Any]:
     """Evaluate both runs on the NAD's test split; the paper's Tab. VIII layout plus the reductions."""
-    from na_training.evaluate import evaluate
-
     results = {}
     for name, run in (("before", parent), ("after", adapted)):
         results[name] = evaluate(run, nad, "test", out / f"eval_{name}", horizons=horizons, plots=0, progress=False)
@@ -235,17 +235,13 @@ def add_adapt_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run_adapt(args: argparse.Namespace) -> int:
-    from na_training.evaluate import EvaluationError
-
     out = Path(args.out)
     try:
         provenance = adapt_run(args.parent, args.nad, out, epochs=args.epochs, learning_rate=args.lr,
                                refit_stats=args.refit_stats, seed=args.seed, progress=not args.quiet)
         if args.export:        # na-train export's own path: variants checked against JAX on the new NAD
-            from na_training.cli import build_parser, run_export
-
-            export_args = build_parser().parse_args(["export", str(out), "--out", str(out / "model.onnx"),
-                                                     "--nad", str(args.nad)])
+            export_args = configure_export_parser(argparse.ArgumentParser()).parse_args(
+                [str(out), "--out", str(out / "model.onnx"), "--nad", str(args.nad)])
             if run_export(export_args) != 0:
                 raise AdaptError(f"the export of {out} failed (message above); the adapted run is kept")
         if args.compare:

@@ -1,4 +1,8 @@
-"""``na-train``: convert bags to NAD, fit the NeuralActuator through MJX, evaluate, compare, export ONNX."""
+"""``na-train``: convert bags to NAD, fit the NeuralActuator through MJX, evaluate, compare, export ONNX.
+
+Each verb's parser comes from its own module; ``fit`` is here and imports its JAX and MuJoCo modules when it
+runs.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,18 @@ from pathlib import Path
 import numpy as np
 
 from na_common.config_files import shipped_names
+from na_description import SpecError, load_spec
 from na_description.spec import robot_option_help
 from na_training import TRAIN_CONFIG_DIR
+from na_training.adapt import add_adapt_parser
+from na_training.baselines.compare import add_compare_parser
+from na_training.batches import from_nad_episode
+from na_training.convert.cli import add_convert_parser
+from na_training.evaluate import add_eval_parser
+from na_training.export_cli import add_export_parser
+from na_training.lerobot_export import add_export_lerobot_parser
+from na_training.lerobot_import import add_import_lerobot_parser
+from na_training.nad import NadError, load_nad, read_info, robot_spec
 
 DEFAULT_CONFIG = "tiny"
 
@@ -31,9 +45,6 @@ def enable_compile_cache() -> None:
 
 
 def _load_episodes(nad: str, config, spec) -> tuple[list, list, str]:
-    from na_training.batches import from_nad_episode
-    from na_training.nad import load_nad, read_info
-
     info = read_info(nad)
     loss = config.loss
 
@@ -73,7 +84,7 @@ def describe_parallel(config, parallel) -> str:
 def start_parallel(args: argparse.Namespace):
     """Join the multi-process run if asked (before any other JAX call); the data-parallel setup of ``--devices``
     (None: one device in one process, plain jit)."""
-    from na_training.parallel import DataParallel, initialize_distributed, select_devices
+    from na_training.parallel import DataParallel, initialize_distributed, select_devices  # lazy: jax
 
     if args.coordinator or args.distributed:
         initialize_distributed(args.coordinator, args.num_processes, args.process_id, args.init_timeout)
@@ -86,9 +97,7 @@ def start_parallel(args: argparse.Namespace):
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    from na_description import SpecError, load_spec
-    from na_training.config import ConfigError, for_robot, load_config
-    from na_training.nad import NadError, read_info, robot_spec
+    from na_training.config import ConfigError, for_robot, load_config  # lazy: jax, flax (its model config)
 
     try:
         parallel = start_parallel(args)
@@ -109,7 +118,7 @@ def run_fit(args: argparse.Namespace) -> int:
         if args.synthetic:
             if spec.name != load_spec().name:
                 raise ValueError("--synthetic episodes are simulated on the OpenManipulator-X only")
-            from na_training.synthetic import synthetic_episode
+            from na_training.synthetic import synthetic_episode  # lazy: mujoco
 
             train = [synthetic_episode(args.synthetic_frames, seed=1000 + k) for k in range(args.synthetic)]
             val = [synthetic_episode(args.synthetic_frames, seed=2000 + k) for k in range(max(1, args.synthetic // 8))]
@@ -120,8 +129,8 @@ def run_fit(args: argparse.Namespace) -> int:
             print("na-train fit: error: give --nad NAD (or --synthetic N for a self-check)", file=sys.stderr)
             return 2
         config = replace(config, dataset_id=dataset_id)
-        from na_training.model import parameter_count
-        from na_training.train import Trainer
+        from na_training.model import parameter_count  # lazy: jax, flax
+        from na_training.train import Trainer  # lazy: jax, mujoco, orbax
 
         quiet = args.quiet or not primary       # several processes: process 0 speaks for all
         log = None if quiet else print
@@ -151,39 +160,13 @@ def run_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_export(args: argparse.Namespace) -> int:
-    from na_training.export import ExportError, export_model, windows_from_nad
-    from na_training.train import load_trained_model
-
-    try:
-        model, description = load_trained_model(args.run, step=args.step, use_ema=not args.raw_weights)
-        windows = calibration = None
-        if args.nad:
-            pad, length = np.asarray(description["feature_stats"]["mean"]), model.config.history_length
-            windows, _ = windows_from_nad(args.nad, args.split, args.check_windows, pad, length)
-            calibration, _ = windows_from_nad(args.nad, "train", args.check_windows, pad, length, seed=1)
-        report = export_model(model, description, args.out, windows, calibration_windows=calibration,
-                              variants=args.variants.split(","), keep_variants=args.keep_variants)
-    except (ExportError, FileNotFoundError, ValueError) as err:
-        print(f"na-train export: error: {err}", file=sys.stderr)
-        return 2
-    for line in report.lines():
-        print(line)
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="na-train", description="NeuralActuator training tools: bag -> NAD conversion, training through "
                                      "differentiable MuJoCo MJX, evaluation, comparison with the classical "
                                      "baselines, ONNX export.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    try:
-        from na_training.convert.cli import add_convert_parser, run_convert
-
-        add_convert_parser(sub).set_defaults(handler=run_convert)
-    except ImportError:     # the converter is optional for training-only installs
-        pass
+    add_convert_parser(sub)
 
     fit = sub.add_parser("fit", help="train a NeuralActuator on a NAD dataset",
                          description="Train the NeuralActuator Transformer: the torque surrogate by back-propagating "
@@ -220,34 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="seconds to wait for the coordinator and the other processes (default 300)")
     fit.set_defaults(handler=run_fit)
 
-    export = sub.add_parser("export", help="export a trained run to ONNX (model contract, metadata)",
-                            description="Export the EMA weights of a run directory to ONNX with the normalisation "
-                                        "inside the graph, check ONNX Runtime against JAX (max |diff| <= 1e-4) on "
-                                        "random and, with --nad, real windows. With --nad, int8 variants are "
-                                        "checked too; every variant within 0.01 N of JAX is kept as one package: "
-                                        "the fastest on this machine as OUT, the others beside it "
-                                        "(OUT_STEM.<variant>.onnx, named in OUT's metadata), and the estimator "
-                                        "picks among them on the machine it runs on.")
-    export.add_argument("run", metavar="RUN", help="run directory written by 'na-train fit'")
-    export.add_argument("--out", required=True, help="output .onnx path (the package's main file)")
-    export.add_argument("--variants", default="fp32,int8-dynamic,int8-static",
-                        help="inference variants to try, from fp32,int8-dynamic,int8-static,int8-mixed (default "
-                             "fp32,int8-dynamic,int8-static; int8-mixed adds a per-layer search; 'fp32' alone "
-                             "writes fp32 only)")
-    export.add_argument("--keep-variants", "--int8", action="store_true",
-                        help="also write the variants that failed the checks beside OUT (not in the package)")
-    export.add_argument("--nad", help="NAD dataset for real check windows")
-    export.add_argument("--split", default="test", choices=("train", "val", "test"), help="split for --nad")
-    export.add_argument("--check-windows", type=int, default=64, help="real windows per episode (default 64)")
-    export.add_argument("--step", type=int, help="checkpoint step (default: latest)")
-    export.add_argument("--raw-weights", action="store_true", help="export the raw instead of the EMA weights")
-    export.set_defaults(handler=run_export)
-
-    from na_training.adapt import add_adapt_parser
-    from na_training.baselines.compare import add_compare_parser
-    from na_training.evaluate import add_eval_parser
-    from na_training.lerobot_export import add_export_lerobot_parser
-    from na_training.lerobot_import import add_import_lerobot_parser
+    add_export_parser(sub)
 
     add_eval_parser(sub)
     add_compare_parser(sub)

@@ -9,6 +9,7 @@ from typing import Any
 from na_common.config_files import ConfigFileError, resolve_config
 from na_description import RobotSpec
 from na_description.yaml_file import load_yaml_mapping
+from na_estimator.features import feature_names
 from na_training import TRAIN_CONFIG_DIR
 from na_training.model import ModelConfig
 
@@ -150,8 +151,6 @@ class TrainConfig:
 def for_robot(config: TrainConfig, spec: RobotSpec) -> TrainConfig:
     """``config`` sized for ``spec``'s arm: its feature count and motors, and its condition joint where the
     config leaves it to the robot. A config naming another arm's condition joint is an error."""
-    from na_estimator.features import feature_names
-
     joint = config.loss.condition_joint or spec.condition_joint
     if joint not in spec.arm_joint_names:
         raise ConfigError(f"loss.condition_joint {joint!r} is not an arm joint of {spec.name} "

@@ -36,8 +36,10 @@ from na_common.machine import cpu_info
 from na_estimator.contract import INPUT_NAME, METADATA_KEYS, OUTPUT_NAMES, VARIANT_KEYS
 from na_estimator.features import FEATURE_UNITS, SCHEMA_VERSION, history_windows
 from na_estimator.model_package import VARIANT_FILES_KEY, file_sha256, sibling_name
+from na_training.batches import from_nad_episode
 from na_training.export_graph import FP32_PASSES, MATMUL_PASSES, PassReport, gemm_to_matmul, optimise, prune
 from na_training.model import NeuralActuator, jit_forward
+from na_training.nad import load_nad
 
 OPSET = 20                    # ONNX Gelu needs opset 20; LayerNormalization 17
 FP32_TOLERANCE = 1e-4         # fp32 ONNX Runtime vs fp32 JAX, every output, every window
@@ -164,9 +166,6 @@ def max_abs_difference(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray])
 def windows_from_nad(nad: str | Path, split: str, per_episode: int, pad_frame: np.ndarray, history_length: int,
                      seed: int = 0) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Up to ``per_episode`` random windows (and their force labels) from each episode of a NAD split."""
-    from na_training.batches import from_nad_episode
-    from na_training.nad import load_nad
-
     rng = np.random.default_rng(seed)
     windows, labels = [], []
     for episode in load_nad(nad, split):
