@@ -3,7 +3,9 @@
 The model's condition head scores each motor per frame (1 = normal operation); only the spec's ``condition_joint``
 is supervised (docs/INTERFACES.md), so only its status is graded: WARN when its mean score over the last
 diagnostics period is below :data:`CONDITION_WARN_BELOW`. The other motors report their scores at OK, saying they
-are not supervised. A period without an estimate is STALE. A per-frame score is noisy; turning it into a decision
+are not supervised. A period without an estimate is WARN (condition unknown; the estimator's own status says why),
+not STALE: the recorder counts every ERROR or STALE status as a fault of the episode, and an idle estimator is not
+a fault of the motors. A per-frame score is noisy; turning it into a decision
 (suspect / degraded over time) is the condition monitor's job, not this status's.
 """
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from na_common.diagnostics import OK, STALE, WARN, Level
+from na_common.diagnostics import OK, WARN, Level
 
 # Below this mean score the supervised motor looks more restricted than normal to the condition head (its output is
 # trained towards 1 for normal operation and 0 for the restricted condition, so 0.5 is the head's decision point).
@@ -65,8 +67,9 @@ class ConditionStatus:
         for k, joint in enumerate(self.joint_names):
             supervised = k == self.supervised
             if count == 0:
-                out.append(MotorConditionStatus(joint, STALE, f"no estimate in the last {period:.1f} s",
-                                                {"supervised": str(supervised).lower(), "estimates": "0"}))
+                out.append(MotorConditionStatus(
+                    joint, WARN, f"condition unknown: no estimate in the last {period:.1f} s",
+                    {"supervised": str(supervised).lower(), "estimates": "0"}))
                 continue
             mean = total[k] / count
             values = {"condition_mean": f"{mean:.3f}", "condition_min": f"{low[k]:.3f}",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from na_common.diagnostics import OK, STALE, WARN
+from na_common.diagnostics import OK, WARN
 from na_estimator.condition_status import ConditionStatus
 
 JOINTS = ("joint1", "joint2", "joint3", "joint4", "gripper")
@@ -19,11 +19,12 @@ def test_the_supervised_motor_warns_on_a_low_mean_and_the_others_report_only() -
     assert by_joint["joint1"].values["supervised"] == "false"
 
 
-def test_a_period_without_estimates_is_stale_and_periods_do_not_mix() -> None:
+def test_a_period_without_estimates_is_unknown_and_periods_do_not_mix() -> None:
     status = ConditionStatus(JOINTS, "joint3")
     status.add([1.0, 1.0, 0.0, 1.0, 1.0])
     status.statuses(1.0)
-    assert {s.level for s in status.statuses(1.0)} == {STALE}
+    idle = status.statuses(1.0)
+    assert {s.level for s in idle} == {WARN} and all("unknown" in s.message for s in idle)
     status.add([1.0, 1.0, 0.9, 1.0, 1.0])
     status.add([1.0, 1.0, float("nan"), 1.0, 1.0])  # not counted
     joint3 = status.statuses(1.0)[2]
