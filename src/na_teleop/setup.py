@@ -16,11 +16,13 @@ setup(
     zip_safe=True,
     maintainer="NeuralActuator maintainers",
     maintainer_email="maintainers@neuralactuator.invalid",
-    description="Leader-to-follower teleoperation node, episode recorder node and its keyboard CLI.",
+    description="Leader-to-follower teleoperation node, episode recorder node, its keyboard CLI and the servo "
+                "health report of recorded episodes (na-health).",
     license="Apache-2.0",
     entry_points={"console_scripts": [
         "teleop = na_teleop.executables:teleop",
         "recorder = na_teleop.executables:recorder",
         "na-record = na_teleop.record_cli:main",
+        "na-health = na_teleop.health_cli:main",
     ]},
 )
