@@ -20,8 +20,11 @@ import numpy as np
 
 from na_description import sts3215, xm430
 from na_description.spec import RobotSpec
+from na_sim.dxl_emulator import DxlBusEmulator
 from na_sim.rig_config_error import RigConfigError
 from na_sim.servo_table import SimulatedServoRegisters
+from na_sim.sts_emulator import StsBusEmulator
+from na_sim.sts_registers import StsServoRegisters
 
 
 @dataclass(frozen=True)
@@ -75,14 +78,10 @@ def _xm430_registers(servo_id: int) -> Any:
 
 
 def _xm430_bus(registers: Any, **options: Any) -> Any:
-    from na_sim.dxl_emulator import DxlBusEmulator
-
     return DxlBusEmulator(registers, **options)
 
 
 def _sts3215_bus(registers: Any, *, on_reboot: Callable[[Any], None] | None = None, **options: Any) -> Any:
-    from na_sim.sts_emulator import StsBusEmulator
-
     del on_reboot                       # Protocol 0 has no Reboot instruction
     return StsBusEmulator(registers, **options)
 
@@ -95,8 +94,6 @@ def _byte_range(table: ModuleType, first: str, last: str, *, without: tuple[str,
 
 
 def _sts3215_registers(servo_id: int) -> Any:
-    from na_sim.sts_registers import StsServoRegisters
-
     return StsServoRegisters(servo_id)
 
 
