@@ -34,6 +34,10 @@ SERVO_PART_PREFIX = "servo "     # one per servo: "servo 13 (joint3)"
 RIG_PACE_STATUS = "sim_rig: physics"
 # One per motor of the estimator's condition: "estimator: motor joint3" (na_estimator.condition_status).
 MOTOR_PART_PREFIX = "motor "
+# A supervised motor's mean condition score below this is a WARN (the estimator's motor status, na-health): the
+# condition head is trained towards 1 for normal operation and 0 for the restricted joint, so 0.5 is its decision
+# point.
+CONDITION_WARN_BELOW = 0.5
 # A node holding its arm on the estimated contact force (teleop, policy): "<node>: protective stop", ERROR while held.
 PROTECTIVE_STOP_PART = "protective stop"
 TRIP_REASON_KEY = "reason"       # value of the trip status: the tripped servos and why, "" when none is

@@ -2,10 +2,10 @@
 
 The model's condition head scores each motor per frame (1 = normal operation); only the spec's ``condition_joint``
 is supervised (docs/INTERFACES.md), so only its status is graded: WARN when its mean score over the last
-diagnostics period is below :data:`CONDITION_WARN_BELOW`. The other motors report their scores at OK, saying they
-are not supervised. A period without an estimate is WARN (condition unknown; the estimator's own status says why),
-not STALE: the recorder counts every ERROR or STALE status as a fault of the episode, and an idle estimator is not
-a fault of the motors. A per-frame score is noisy; turning it into a decision
+diagnostics period is below :data:`na_common.diagnostics.CONDITION_WARN_BELOW`. The other motors report their
+scores at OK, saying they are not supervised. A period without an estimate is WARN (condition unknown; the
+estimator's own status says why), not STALE: the recorder counts every ERROR or STALE status as a fault of the
+episode, and an idle estimator is not a fault of the motors. A per-frame score is noisy; turning it into a decision
 (suspect / degraded over time) is the condition monitor's job, not this status's.
 """
 
@@ -18,11 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from na_common.diagnostics import OK, WARN, Level
-
-# Below this mean score the supervised motor looks more restricted than normal to the condition head (its output is
-# trained towards 1 for normal operation and 0 for the restricted condition, so 0.5 is the head's decision point).
-CONDITION_WARN_BELOW = 0.5
+from na_common.diagnostics import CONDITION_WARN_BELOW, OK, WARN, Level
 
 
 @dataclass(frozen=True)

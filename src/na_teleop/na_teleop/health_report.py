@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from na_common import topics
-from na_common.diagnostics import ERROR, OK, WARN, Level
+from na_common.diagnostics import CONDITION_WARN_BELOW, ERROR, OK, WARN, Level
 from na_common.episode_bag import EpisodeBagError, EpisodeReader, list_episodes
 from na_description import RobotSpec, SpecError, load_spec
 from na_description.datasheet_margins import (
@@ -26,7 +26,6 @@ from na_description.datasheet_margins import (
     effort_margin,
     temperature_margin,
 )
-from na_estimator.condition_status import CONDITION_WARN_BELOW
 
 
 class HealthInputError(ValueError):
