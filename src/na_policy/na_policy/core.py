@@ -17,6 +17,8 @@ Safety, in this order:
 * estimator loss (force policies): after the estimator has been heard, no force or contact for
   ``estimator_timeout`` s stops the policy: it holds the arm until :meth:`reset` (the node's ``~/enable``);
   before the estimator is first heard, the policy waits (hold);
+* protective stop (off by default): the estimator's force past its threshold (na_common.protective_stop) holds
+  the arm until :meth:`release_protective_stop` (the node's ``~/release_protective_stop``);
 * clamping: the command is kept inside the robot's joint limits, moves at most ``max_step`` rad per command
   and leads the measured position by at most ``max_lead`` rad (this bounds how hard the arm can press).
 
@@ -29,11 +31,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from na_common.diagnostics import ERROR, OK, WARN
+from na_common.protective_stop import ProtectiveStopConfig, ProtectiveStopMonitor
 from na_policy.features import observation, uses_estimator
 from na_policy.policy_file import Policy
 
@@ -48,6 +51,7 @@ class SafetyConfig:
     estimator_timeout: float = 1.0   # s without estimator output after it was heard: stop and hold
     start_duration: float = 2.0      # s, blend from the first measured pose to the policy's start pose
     start_settle: float = 0.5        # s held at the start pose after the blend (the estimator settles; tare)
+    protective_stop: ProtectiveStopConfig = field(default_factory=ProtectiveStopConfig)   # off by default
 
 
 @dataclass
@@ -79,12 +83,14 @@ class PolicyCore:
         self._blend_done = False
         self.started = False                                 # the move to the start pose is done
         self.commands = self.actions = self.holds = self.clamps = self.refused = 0
+        self.protective_stop = ProtectiveStopMonitor(safety.protective_stop)   # latched until released
 
     # -- inputs -------------------------------------------------------------------------------
     def on_force(self, force: Sequence[float], now: float | None = None) -> None:
         value = np.asarray(force, dtype=float)
         if value.shape == (3,) and np.all(np.isfinite(value)):
             self.force, self.force_received = value, time.monotonic() if now is None else now
+            self.protective_stop.update(value, self.force_received)     # the untared force: what the arm feels
             if self.settling:
                 self._tare_samples.append(value)
 
@@ -102,6 +108,13 @@ class PolicyCore:
         self.stopped_reason = None
         self.heard_estimator = False
         self.level, self.message = WARN, "re-enabled: waiting for fresh inputs"
+
+    def release_protective_stop(self, now: float | None = None) -> tuple[bool, str]:
+        """The explicit release of a protective stop; the policy acts again from the next state."""
+        released, message = self.protective_stop.release(time.monotonic() if now is None else now)
+        if released:
+            self.level, self.message = WARN, message
+        return released, message
 
     # -- the loop -------------------------------------------------------------------------------
     def on_state(self, stamp: float, names: Sequence[str], position: Sequence[float],
@@ -129,6 +142,9 @@ class PolicyCore:
                                               f"(limit {self.safety.state_timeout * 1000:.0f} ms)")
         if self.stopped_reason is not None:
             return self._hold(position, ERROR, self.stopped_reason)
+        if self.protective_stop.stopped:
+            return self._hold(position, ERROR, f"protective stop: {self.protective_stop.reason}; holding until "
+                                               f"~/release_protective_stop")
         if not self.started:
             return self._move_to_start(stamp, position)
         if self.needs_estimator:

@@ -1,5 +1,7 @@
 """Policy node: wires the follower's state and the estimator's force/contact to :class:`PolicyCore` and
-publishes ``/follower/command`` at the policy's rate (60 Hz), its status on ``/diagnostics`` and in the log."""
+publishes ``/follower/command`` at the policy's rate (60 Hz), its status on ``/diagnostics`` and in the log. The
+protective stop (off by default; parameters as teleop's) holds the arm on the estimator's force until
+``~/release_protective_stop`` (std_srvs/Trigger); its status is ``policy: protective stop``."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import WrenchStamped
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from std_srvs.srv import SetBool
+from std_srvs.srv import SetBool, Trigger
 
 from na_common import topics
+from na_common.diagnostics import PROTECTIVE_STOP_PART, status_name
+from na_common.protective_stop import ProtectiveStopConfigError
 from na_common.ros_node import declare_and_read, diagnostic_array, diagnostic_status, log_at, run_node, usage
 from na_common.stamps import stamp_seconds
 from na_description import load_spec
@@ -23,6 +27,7 @@ from na_estimator.estimator_node import make_executor
 from na_msgs.msg import ArmState, Contact, JointCommand
 from na_policy.core import PolicyCore, SafetyConfig
 from na_policy.policy_file import PolicyFileError, load_policy
+from na_teleop import protective_stop_params
 
 DEFAULTS: dict[str, Any] = {
     "policy_path": "",
@@ -36,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "watchdog_period": 0.05,
     "diagnostics_period": 1.0,
     "executor": "events",
+    **protective_stop_params.DEFAULTS,
 }
 DESCRIPTIONS = {
     "policy_path": "policy file written by `na-policy train` (required)",
@@ -48,6 +54,7 @@ DESCRIPTIONS = {
     "start_settle": "s held at the start pose after the move (a force policy tares the estimator's force then)",
     "watchdog_period": "s between checks for a silent follower",
     "diagnostics_period": "s between /diagnostics messages",
+    **protective_stop_params.DESCRIPTIONS,
     "executor": "events (rclpy's EventsExecutor) or single_threaded",
 }
 
@@ -55,7 +62,12 @@ DESCRIPTIONS = {
 class PolicyNode(Node):
     def __init__(self, **node_kwargs) -> None:
         super().__init__("policy", **node_kwargs)
-        p = declare_and_read(self, DEFAULTS, DESCRIPTIONS)
+        try:
+            protective_stop_params.declare(self)       # with their ranges, before declare_and_read reads them
+            p = declare_and_read(self, DEFAULTS, DESCRIPTIONS)
+            stop = protective_stop_params.config(p)
+        except ProtectiveStopConfigError as error:
+            raise PolicyFileError(f"invalid parameter {error}") from error
         if not p["policy_path"]:
             raise PolicyFileError("parameter policy_path is empty: give the policy file from `na-policy train`")
         self.executor_kind = p["executor"]
@@ -70,7 +82,7 @@ class PolicyNode(Node):
                                                     state_timeout=p["state_timeout"],
                                                     estimator_timeout=p["estimator_timeout"],
                                                     start_duration=p["start_duration"],
-                                                    start_settle=p["start_settle"]))
+                                                    start_settle=p["start_settle"], protective_stop=stop))
         self.latency = LatencyStats()          # state callback entered -> command published
         self.inference = LatencyStats()
         self._command = JointCommand(name=list(self.spec.joint_names))
@@ -80,10 +92,12 @@ class PolicyNode(Node):
         self.pub_command = self.create_publisher(JointCommand, topics.FOLLOWER_COMMAND, qos)
         self.pub_diagnostics = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
         self.create_subscription(ArmState, topics.FOLLOWER_ARM_STATE, self._on_state, qos)
-        if self.core.needs_estimator:
+        if self.core.needs_estimator or stop.enabled:
             self.create_subscription(WrenchStamped, topics.ESTIMATED_FORCE, self._on_force, qos)
+        if self.core.needs_estimator:
             self.create_subscription(Contact, topics.ESTIMATED_CONTACT, self._on_contact, qos)
         self.create_service(SetBool, "~/enable", self._on_enable)
+        self.create_service(Trigger, "~/release_protective_stop", self._on_release)
         self.create_timer(p["watchdog_period"], self._watchdog)
         self.create_timer(p["diagnostics_period"], self._publish_diagnostics)
         self.get_logger().info(f"loaded {p['policy_path']}: variant '{policy.variant}', chunk {policy.chunk}, "
@@ -123,6 +137,12 @@ class PolicyNode(Node):
         self._report()
         return response
 
+    def _on_release(self, _request, response):
+        response.success, response.message = self.core.release_protective_stop()
+        self.get_logger().info(response.message)
+        self._report()
+        return response
+
     def _watchdog(self) -> None:
         self.core.check()
         self._report()
@@ -142,8 +162,11 @@ class PolicyNode(Node):
                   "latency_p50_ms": self.latency.percentile(50) * 1e3,
                   "latency_p99_ms": self.latency.percentile(99) * 1e3,
                   "inference_p50_ms": self.inference.percentile(50) * 1e3}
-        status = diagnostic_status("policy", "na_policy", core.level, core.message, values)
-        self.pub_diagnostics.publish(diagnostic_array(self, [status]))
+        stop = core.protective_stop
+        statuses = [diagnostic_status("policy", "na_policy", core.level, core.message, values),
+                    diagnostic_status(status_name("policy", PROTECTIVE_STOP_PART), "na_policy", *stop.status(),
+                                      stop.values())]
+        self.pub_diagnostics.publish(diagnostic_array(self, statuses))
 
 
 def spin_policy(node: PolicyNode) -> int:

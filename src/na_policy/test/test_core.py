@@ -145,3 +145,25 @@ def test_watchdog_reports_a_silent_follower(make_policy) -> None:
     feed(core, 0.1)
     level, message = core.check(now=0.1 + 0.5)
     assert level == 1 and "no follower state" in message
+
+
+def test_protective_stop_holds_the_arm_until_released(make_policy) -> None:
+    from na_common.protective_stop import ProtectiveStopConfig
+
+    stop = ProtectiveStopConfig(enabled=True, threshold=10.0, hysteresis=2.0, min_duration=0.03)
+    core = make_core(make_policy(delta=0.01), protective_stop=stop)
+    assert all(d.acted for _, d in feed(core, 0.5)[1:])                 # 3 N: acts
+    held = []
+    for k in range(30):                                                  # 15 N from t = 1.0 s
+        t = 1.0 + k / 100.0
+        core.on_force((0.0, 0.0, 15.0), now=t)
+        core.on_contact(0.9, now=t)
+        decision = core.on_state(t, NAMES, POSE, now=t, clock=t)
+        if decision is not None:
+            held.append((t, decision.acted))
+    assert core.protective_stop.stopped and "15.0 N" in core.message and core.level == 2
+    assert [a for t, a in held if t >= 1.03 + 1e-9] and not any(a for t, a in held if t >= 1.03 + 1e-9)
+    assert any(a for t, a in held if t < 1.03 - 1e-9)                    # before the minimum duration it acted
+    released, _ = core.release_protective_stop(now=1.5)
+    assert released
+    assert any(d.acted for _, d in feed(core, 0.2, t0=1.5))             # 3 N again: acts, and re-arms

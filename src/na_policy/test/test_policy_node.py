@@ -149,3 +149,23 @@ def test_help_lists_the_parameters(capsys) -> None:
     assert main(["policy", "--help"]) == 0
     text = capsys.readouterr().out
     assert "estimator_timeout" in text and "max_lead" in text
+
+
+def test_protective_stop_holds_says_why_and_releases_on_the_service(harness) -> None:
+    from std_srvs.srv import Trigger
+
+    # The peer's estimator says 3 N: above a 2.5 N threshold, so the stop latches 50 ms into the feed.
+    h = harness(protective_stop_enabled=True, protective_stop_threshold=2.5, protective_stop_hysteresis=1.0,
+                protective_stop_min_duration=0.05, diagnostics_period=0.2)
+    h.feed(0.6)
+    assert h.node.core.protective_stop.stopped
+    assert any(level == 2 and "protective stop" in message and "2.5 N" in message for level, message in h.statuses)
+    held = [c for _, c in h.commands[-10:]]
+    assert all(np.allclose(c, held[0]) for c in held)
+    release = h.peer.create_client(Trigger, "/policy/release_protective_stop")
+    response = h.graph.call(release, Trigger.Request())
+    assert response.success and "released" in response.message
+    h.commands.clear()
+    h.feed(0.3)
+    assert not h.node.core.protective_stop.stopped                  # 3 N is still above: not re-armed, no new stop
+    assert h.commands and np.allclose(h.commands[-1][1], POSE + DELTA, atol=1e-6)
