@@ -74,6 +74,10 @@ class TeleopConfig:
     stale_timeout: float = DEFAULT_STALE_TIMEOUT_S     # s
     overload_current: float = DEFAULT_OVERLOAD_CURRENT_A  # A, absolute follower current
     overload_window: float = 0.2       # s the current must stay above the limit to trip
+    # rad: after a stale gap, a leader that moved at most this far (every joint) from the held goal is tracked
+    # again at once (the per-cycle step limit still applies); a larger jump gets a soft start. A gap of a few
+    # cycles on a busy host must not turn into seconds of blending that the recorded motion never had.
+    stale_resume_jump: float = 0.3
     follower_reboot: str = topics.FOLLOWER_REBOOT   # the service that brings a tripped follower back (for messages)
     protective_stop: ProtectiveStopConfig = field(default_factory=ProtectiveStopConfig)   # off by default
     release_service: str = "~/release_protective_stop"   # the call that releases a protective stop (for messages)
@@ -112,6 +116,8 @@ class TeleopConfig:
             raise TeleopConfigError(f"overload_current must be > 0 A, got {self.overload_current}")
         if not (math.isfinite(self.overload_window) and self.overload_window >= 0.0):
             raise TeleopConfigError(f"overload_window must be >= 0 s, got {self.overload_window}")
+        if not (math.isfinite(self.stale_resume_jump) and self.stale_resume_jump >= 0.0):
+            raise TeleopConfigError(f"stale_resume_jump must be >= 0 rad, got {self.stale_resume_jump}")
 
     @property
     def n_joints(self) -> int:
@@ -353,8 +359,15 @@ class TeleopCore:
                            TeleopState.PROTECTIVE_STOP):
             return None
         if was_stale:
-            self._emit("info", "stale", "leader stream is back: soft start towards the leader's pose")
-            self._state = TeleopState.WAITING
+            held = self._last_command
+            jump = np.inf if held is None else float(np.max(np.abs(target - held)))
+            if jump <= self.config.stale_resume_jump:
+                self._emit("info", "stale", f"leader stream is back ({jump:.3f} rad from the held goal): tracking")
+                self._state = TeleopState.TRACKING
+            else:
+                self._emit("info", "stale", f"leader stream is back ({jump:.3f} rad from the held goal): soft start "
+                                            "towards the leader's pose")
+                self._state = TeleopState.WAITING
         if self._state is TeleopState.WAITING:
             origin = self._follower_position if self._follower_position is not None else self._last_command
             if origin is None:

@@ -55,6 +55,8 @@ PARAMETER_DESCRIPTIONS = {
     "stale_check_period": "Seconds between timer checks for a stale leader (> 0).",
     "overload_current": "Follower |current| limit in A (paper: 1200 mA safety limit).",
     "overload_window": "Seconds the follower current must stay above overload_current to stop following.",
+    "stale_resume_jump": "rad: after a stale leader gap, a leader within this distance of the held goal (every "
+                         "joint) is tracked again at once (step limit applies); farther: a soft start.",
     "start_enabled": "Follow the leader from start-up; false: wait for ~/enable true.",
     "warn_throttle_period": "Seconds between repeated warnings of the same kind (stale leader, ...).",
     "follower_driver": "Full name of the follower's arm driver node: its '<name>: trip' status on /diagnostics "
@@ -78,6 +80,7 @@ def default_parameters(spec: RobotSpec) -> dict[str, Any]:
         "stale_check_period": 0.02,
         "overload_current": DEFAULT_OVERLOAD_CURRENT_A,
         "overload_window": 0.2,
+        "stale_resume_jump": 0.3,
         "start_enabled": True,
         "warn_throttle_period": 2.0,
         "follower_driver": topics.FOLLOWER_DRIVER,
@@ -141,6 +144,7 @@ class TeleopNode(Node):
                 stale_timeout=params["stale_timeout"],
                 overload_current=params["overload_current"],
                 overload_window=params["overload_window"],
+                stale_resume_jump=params["stale_resume_jump"],
                 follower_reboot=follower_reboot,
                 protective_stop=protective_stop_params.config(params),
                 release_service=f"{self.get_fully_qualified_name()}/release_protective_stop",

@@ -103,11 +103,23 @@ def test_stale_leader_holds_and_recovers_with_a_soft_start() -> None:
     assert core.check_stale(last_time + 0.15) is True
     assert core.state is TeleopState.STALE
     assert [e.key for e in core.drain_events()].count("stale") == 1
-    # The follower drifted meanwhile; the next leader sample restarts from its pose, no jump.
+    # The leader moved far meanwhile and the follower drifted: the next sample restarts from the follower's pose.
     core.on_follower(np.full(N, 0.1), np.zeros(N), last_time + 0.2)
-    resumed = core.on_leader(np.full(N, 0.3), last_time + 0.3)
+    resumed = core.on_leader(np.full(N, 0.9), last_time + 0.3)
     np.testing.assert_allclose(resumed, np.full(N, 0.1))
     assert core.state is TeleopState.SOFT_START
+
+
+def test_a_short_stale_gap_with_a_leader_close_to_the_held_goal_resumes_tracking_at_once() -> None:
+    core = started(make_core(soft_start_duration=1.0, stale_resume_jump=0.3, max_step=np.full(N, 0.05)))
+    for k in range(150):
+        core.on_leader(np.full(N, 0.2), 0.01 * k)
+    assert core.check_stale(1.49 + 0.15) is True
+    resumed = core.on_leader(np.full(N, 0.35), 1.49 + 0.2)         # 0.15 rad from the held goal
+    assert core.state is TeleopState.TRACKING
+    # Tracked at once, still under the per-cycle step limit: one 0.05 rad step from the held 0.2 towards 0.35.
+    np.testing.assert_allclose(resumed, np.full(N, 0.25))
+    assert any("tracking" in e.message for e in core.drain_events() if e.key == "stale")
 
 
 def test_a_gap_between_leader_samples_counts_as_stale() -> None:
@@ -116,7 +128,7 @@ def test_a_gap_between_leader_samples_counts_as_stale() -> None:
         core.on_leader(np.full(N, 0.2), 0.01 * k)
     assert core.state is TeleopState.TRACKING
     core.on_follower(np.zeros(N), np.zeros(N), 1.02)
-    command = core.on_leader(np.full(N, 0.2), 1.5)  # ~490 ms gap, no timer call in between
+    command = core.on_leader(np.full(N, 0.8), 1.5)  # ~490 ms gap, no timer call in between; the leader moved far
     assert core.state is TeleopState.SOFT_START
     np.testing.assert_allclose(command, np.zeros(N))
 
