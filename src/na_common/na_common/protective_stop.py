@@ -161,14 +161,18 @@ class ProtectiveStopMonitor:
         rearm = "armed" if self.armed else "re-arms when the contact force falls below the clear level"
         return True, f"protective stop released ({reason}); monitor {rearm}"
 
-    def status(self) -> tuple[Level, str]:
-        """Diagnostic level and message: ERROR while latched, WARN while waiting to re-arm, OK otherwise."""
+    def status(self, now: float | None = None) -> tuple[Level, str]:
+        """Diagnostic level and message: ERROR while latched; WARN while waiting to re-arm or, given ``now``, while
+        the force estimate is older than ``max_age`` (the stop cannot see a contact then); OK otherwise."""
         if not self.config.enabled:
             return OK, "disabled"
         if self.stopped:
             return ERROR, f"protective stop: {self.reason}"
         if not self.armed:
             return WARN, "released; re-arms when the contact force falls below the clear level"
+        if now is not None and self.check_age(now):
+            return WARN, (f"armed, but no force estimate for more than {self.config.max_age:.2f} s: "
+                          "a contact would not be seen")
         return OK, "armed"
 
     def values(self) -> dict[str, str]:

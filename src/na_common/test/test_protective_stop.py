@@ -98,6 +98,9 @@ def test_stale_and_invalid_samples() -> None:
     assert m.check_age(0.0)                                  # a non-finite sample is not used
     m.update((0.0, 0.0, 1.0), 0.0)
     assert not m.check_age(0.05) and m.check_age(0.11)
+    assert m.status(0.05) == (OK, "armed")
+    level, message = m.status(0.11)
+    assert level == WARN and "no force estimate" in message
 
 
 @pytest.mark.parametrize("overrides, parameter", [

@@ -164,7 +164,8 @@ class PolicyNode(Node):
                   "inference_p50_ms": self.inference.percentile(50) * 1e3}
         stop = core.protective_stop
         statuses = [diagnostic_status("policy", "na_policy", core.level, core.message, values),
-                    diagnostic_status(status_name("policy", PROTECTIVE_STOP_PART), "na_policy", *stop.status(),
+                    diagnostic_status(status_name("policy", PROTECTIVE_STOP_PART), "na_policy",
+                                      *stop.status(time.monotonic()),
                                       stop.values())]
         self.pub_diagnostics.publish(diagnostic_array(self, statuses))
 

@@ -207,13 +207,13 @@ class TeleopNode(Node):
     def _publish_diagnostics(self) -> None:
         """The teleop state on /diagnostics (every second and whenever it changes)."""
         self._published_state = self.core.state
-        stop = self.core.protective_stop
+        stop, now = self.core.protective_stop, time.monotonic()
         stop_values = stop.values()
         if stop.config.enabled:
-            stop_values["estimate_stale"] = str(stop.check_age(time.monotonic())).lower()
+            stop_values["estimate_stale"] = str(stop.check_age(now)).lower()
         statuses = [diagnostic_status(self.get_fully_qualified_name(), "teleop", *self.core.status(),
                                       {"state": self.core.state.value}),
-                    diagnostic_status(self._stop_status, "teleop", *stop.status(),
+                    diagnostic_status(self._stop_status, "teleop", *stop.status(now),
                                       {**stop_values, "release_service": self.core.config.release_service})]
         self._diag_pub.publish(diagnostic_array(self, statuses))
 
