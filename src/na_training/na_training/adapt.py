@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from na_estimator.features import FeatureStats, feature_names
-from na_training.batches import from_nad_episode
 from na_training.evaluate import EvaluationError, check_compatibility, evaluate
 from na_training.export_cli import configure_export_parser, run_export
 from na_training.nad import load_nad, read_info, robot_spec
@@ -89,9 +88,7 @@ def adapt_run(parent: str | Path, nad: str | Path, out: str | Path, *, epochs: i
     config = for_robot(config_from_dict(description["config"], f"{parent}/run.json"), spec)
     if seed is not None:
         config = replace(config, seed=seed)
-    loss = config.loss
-    train = [from_nad_episode(e, loss.condition_joint, loss.condition_tasks, spec) for e in load_nad(nad, "train")]
-    val = [from_nad_episode(e, loss.condition_joint, loss.condition_tasks, spec) for e in load_nad(nad, "val")]
+    train, val = load_nad(nad, "train"), load_nad(nad, "val")
     frames = sum(len(e) for e in train)
     if not train or frames < MIN_TRAIN_FRAMES:
         raise AdaptError(f"{nad}: the train split has {len(train)} episode(s), {frames} frames; adaptation needs "

@@ -20,7 +20,6 @@ from na_description.spec import robot_option_help
 from na_training import TRAIN_CONFIG_DIR
 from na_training.adapt import add_adapt_parser
 from na_training.baselines.compare import add_compare_parser
-from na_training.batches import from_nad_episode
 from na_training.convert.cli import add_convert_parser
 from na_training.evaluate import add_eval_parser
 from na_training.export_cli import add_export_parser
@@ -44,14 +43,9 @@ def enable_compile_cache() -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
-def _load_episodes(nad: str, config, spec) -> tuple[list, list, str]:
+def _load_episodes(nad: str) -> tuple[list, list, str]:
     info = read_info(nad)
-    loss = config.loss
-
-    def episodes(split: str) -> list:
-        return [from_nad_episode(ep, loss.condition_joint, loss.condition_tasks, spec) for ep in load_nad(nad, split)]
-
-    train, val = episodes("train"), episodes("val")
+    train, val = load_nad(nad, "train"), load_nad(nad, "val")
     if not train:
         raise ValueError(f"{nad}: the train split is empty")
     return train, val, str(info.get("dataset_id", ""))
@@ -124,7 +118,7 @@ def run_fit(args: argparse.Namespace) -> int:
             val = [synthetic_episode(args.synthetic_frames, seed=2000 + k) for k in range(max(1, args.synthetic // 8))]
             dataset_id = f"synthetic-{args.synthetic}x{args.synthetic_frames}"
         elif args.nad:
-            train, val, dataset_id = _load_episodes(args.nad, config, spec)
+            train, val, dataset_id = _load_episodes(args.nad)
         else:
             print("na-train fit: error: give --nad NAD (or --synthetic N for a self-check)", file=sys.stderr)
             return 2

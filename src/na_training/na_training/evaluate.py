@@ -25,7 +25,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,8 @@ import numpy as np
 from tqdm import tqdm
 
 from na_description.spec import robot_option_help
+from na_estimator.features import feature_names, history_windows
 from na_training.baselines.condition import condition_experiment
-from na_training.baselines.episodes import RESTRICTED, EpisodeArrays
 from na_training.baselines.metrics import (
     classification_metrics,
     false_contact_rate,
@@ -42,6 +42,10 @@ from na_training.baselines.metrics import (
     force_mae_by_group,
     group_key,
 )
+from na_training.batches import RECORDED_INPUTS, recorded_inputs
+from na_training.config import config_from_dict, for_robot
+from na_training.episode import RESTRICTED, Episode, fill_gaps
+from na_training.nad import NadError, load_usable, read_info, robot_spec
 from na_training.progress import is_terminal
 
 HORIZONS = (100, 300, 500, 600)          # paper Tables III-VI (600 steps ~ 10 s at 60 Hz)
@@ -91,56 +95,31 @@ def check_compatibility(description: dict[str, Any], info: dict[str, Any], expec
         raise EvaluationError("the NAD does not match the run: " + "; ".join(problems))
 
 
-@dataclass
-class EvalEpisode:
-    """One test episode in both forms: training arrays (rollout) and baseline arrays (metrics)."""
-
-    training: Any                 # na_training.batches.TrainingEpisode
-    arrays: EpisodeArrays
-    group: str
-
-    @property
-    def name(self) -> str:
-        return self.arrays.episode_id
-
-
-def load_split(nad: str | Path, split: str, condition_joint: str | None = None,
-               skipped: list[str] | None = None) -> list[EvalEpisode]:
-    """The split's episodes; unusable ones (too short, a joint without samples) are left out and
-    listed in ``skipped``, as ``na-train compare`` does. ``condition_joint``: default the NAD robot's."""
-    from na_training.baselines.episodes import episode_arrays_from_nad
-    from na_training.batches import from_nad_episode
-    from na_training.nad import load_nad, read_info, robot_spec
-
-    spec = robot_spec(read_info(nad))
-    condition_joint = condition_joint or spec.condition_joint
-    episodes = []
-    for nad_episode in load_nad(nad, split):
-        try:
-            training = from_nad_episode(nad_episode, condition_joint, spec=spec)
-            arrays = episode_arrays_from_nad(nad_episode, spec, condition_joint)
-        except ValueError as err:
-            message = f"episode {nad_episode.meta.get('episode_id', '?')} skipped: {err}"
-            _log(f"[eval] {message}")
-            if skipped is not None:
-                skipped.append(message)
-            continue
-        episodes.append(EvalEpisode(training, arrays, group_key(arrays.task, arrays.payload_grams)))
+def load_split(nad: str | Path, split: str, skipped: list[str]) -> list[Episode]:
+    """The split's episodes; unusable ones (too short, a joint without samples) are left out and listed in
+    ``skipped``, as ``na-train compare`` does."""
+    before = len(skipped)
+    episodes = load_usable(nad, split, skipped)
+    for message in skipped[before:]:
+        _log(f"[eval] {message}")
     return episodes
+
+
+def group_of(episode: Episode) -> str:
+    """The task/payload group of an episode's table row."""
+    return group_key(episode.task, episode.payload_grams)
 
 
 # ------------------------------------------------------------------------------------ rollout mode
 
-def rollout_inputs(episodes: Sequence[Any], pad_frame: np.ndarray, history_length: int, horizon: int
+def rollout_inputs(episodes: Sequence[Episode], pad_frame: np.ndarray, history_length: int, horizon: int
                    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Batch arrays for rollouts of ``horizon`` frames from each episode's first frame.
 
     Inputs after an episode's last usable frame repeat that frame, and gaps (invalid frames) hold the
     last good sample, so one bad frame cannot poison the rest of a rollout (its errors are masked);
     ``frames`` gives, per episode, how many rollout steps have a recorded next state (min(horizon, T - 1))."""
-    from na_training.baselines.episodes import fill_gaps
-    keys = ("goal", "effort", "voltage", "temperature")
-    batch: dict[str, list[np.ndarray]] = {k: [] for k in ("history", "qpos0", "qvel0", *keys)}
+    batch: dict[str, list[np.ndarray]] = {k: [] for k in ("history", "qpos0", "qvel0", *RECORDED_INPUTS)}
     frames = []
     for ep in episodes:
         usable = min(horizon, len(ep) - 1)
@@ -148,8 +127,8 @@ def rollout_inputs(episodes: Sequence[Any], pad_frame: np.ndarray, history_lengt
         batch["history"].append(np.broadcast_to(pad_frame, (history_length - 1, pad_frame.shape[0])))
         batch["qpos0"].append(np.nan_to_num(fill_gaps(ep.qpos)[0]))
         batch["qvel0"].append(np.nan_to_num(fill_gaps(ep.qvel)[0]))
-        for key in keys:
-            batch[key].append(np.nan_to_num(fill_gaps(getattr(ep, key)))[index])
+        for key, values in recorded_inputs(ep).items():
+            batch[key].append(np.nan_to_num(fill_gaps(values))[index])
         frames.append(usable)
     return {k: np.stack(v).astype(float) for k, v in batch.items()}, np.asarray(frames)
 
@@ -171,7 +150,7 @@ class RolloutEvaluator:
         self.history_length = model.config.history_length
         self.pad_frame = np.asarray(model.feature_mean[...], dtype=float)
 
-    def run(self, episodes: Sequence[Any], horizon: int, progress: bool = True) -> list[dict[str, np.ndarray]]:
+    def run(self, episodes: Sequence[Episode], horizon: int, progress: bool = True) -> list[dict[str, np.ndarray]]:
         """Per episode: simulated ``qpos`` [T, n] (states 1..T) and ``force`` [T, 3] (outputs at 0..T-1)."""
         results = []
         chunks = range(0, len(episodes), ROLLOUT_BATCH)
@@ -188,7 +167,7 @@ class RolloutEvaluator:
         return results
 
 
-def rollout_tables(episodes: Sequence[EvalEpisode], rollouts: Sequence[dict[str, np.ndarray]],
+def rollout_tables(episodes: Sequence[Episode], rollouts: Sequence[dict[str, np.ndarray]],
                    horizons: Sequence[int], n_arm: int, joint_names: Sequence[str], grip_scale: float = M_TO_MM
                    ) -> dict[str, Any]:
     """Per horizon and task/payload group: joint MAE (deg), gripper MAE (its coordinate times ``grip_scale``: slide
@@ -201,15 +180,14 @@ def rollout_tables(episodes: Sequence[EvalEpisode], rollouts: Sequence[dict[str,
             frames = min(horizon, out["qpos"].shape[0])
             if frames < horizon:
                 short.append(ep.name)
-            train = ep.training
-            valid = train.valid[1:frames + 1]                        # recorded next state exists and is valid
-            error = np.abs(out["qpos"][:frames] - train.qpos[1:frames + 1])[valid]
-            entry = per_group.setdefault(ep.group, {"joint": [], "grip": [], "pred": [], "label": [], "mask": []})
+            valid = ep.valid[1:frames + 1]                           # recorded next state exists and is valid
+            error = np.abs(out["qpos"][:frames] - ep.qpos[1:frames + 1])[valid]
+            entry = per_group.setdefault(group_of(ep), {"joint": [], "grip": [], "pred": [], "label": [], "mask": []})
             entry["joint"].append(error[:, :n_arm] * RAD_TO_DEG)
             entry["grip"].append(error[:, n_arm] * grip_scale)
             entry["pred"].append(out["force"][:frames])
-            entry["label"].append(train.force[:frames])
-            entry["mask"].append(train.force_valid[:frames] & train.valid[:frames, None])
+            entry["label"].append(ep.force[:frames])
+            entry["mask"].append(ep.force_mask[:frames])
         rows = {}
         for group in sorted(per_group):
             entry = per_group[group]
@@ -245,12 +223,8 @@ class StreamingPredictor:
         self.history_length = model.config.history_length
         self.pad_frame = np.asarray(model.feature_mean[...], dtype=float)
 
-    def __call__(self, episode: EvalEpisode) -> dict[str, np.ndarray]:
-        from na_estimator.features import history_windows
-        from na_training.baselines.episodes import fill_gaps
-
-        features = np.nan_to_num(fill_gaps(episode.training.features))   # as compare's ONNX predictor
-        windows = history_windows(features, self.pad_frame, self.history_length).astype(np.float32)
+    def __call__(self, episode: Episode) -> dict[str, np.ndarray]:
+        windows = history_windows(episode.filled_features(), self.pad_frame, self.history_length).astype(np.float32)
         parts: dict[str, list[np.ndarray]] = {"force": [], "contact_prob": [], "condition": []}
         for start in range(0, len(windows), STREAM_BATCH):
             chunk = windows[start:start + STREAM_BATCH]
@@ -263,34 +237,35 @@ class StreamingPredictor:
         return merged
 
 
-def condition_episodes(episodes: Sequence[EvalEpisode], tasks: Sequence[str] = ()) -> list[EvalEpisode]:
+def condition_episodes(episodes: Sequence[Episode], tasks: Sequence[str] = ()) -> list[Episode]:
     """Episodes of the condition experiment: the training config's condition tasks (plus any episode
     labelled restricted) when it names them, else the selection ``na-train compare`` uses."""
     if not tasks:
         return condition_experiment([], episodes)[1]
-    return [e for e in episodes if e.arrays.condition is not None
-            and (e.arrays.task in tasks or int(e.arrays.condition) == RESTRICTED)]
+    return [e for e in episodes if e.condition_label is not None
+            and (e.task in tasks or e.condition_label == RESTRICTED)]
 
 
-def streaming_tables(episodes: Sequence[EvalEpisode], outputs: Sequence[dict[str, np.ndarray]],
+def streaming_tables(episodes: Sequence[Episode], outputs: Sequence[dict[str, np.ndarray]],
                      condition_index: int, condition_tasks: Sequence[str]) -> dict[str, Any]:
     """Force MAE per task/payload, false-contact rate, Joint-3 condition metrics (same selection as compare)."""
     by_episode = {id(e): o for e, o in zip(episodes, outputs, strict=True)}
-    force_set = [e for e in episodes if e.arrays.is_nominal and e.arrays.has_force_label]
-    quiet_set = [e for e in episodes if e.arrays.is_nominal and e.arrays.has_no_contact()]
+    force_set = [e for e in episodes if e.is_nominal and e.has_force_label]
+    quiet_set = [e for e in episodes if e.is_nominal and e.has_no_contact()]
     result: dict[str, Any] = {
-        "force_mae": force_mae_by_group([e.group for e in force_set], [by_episode[id(e)]["force"] for e in force_set],
-                                        [e.arrays.force for e in force_set], [e.arrays.force_valid for e in force_set]),
+        "force_mae": force_mae_by_group([group_of(e) for e in force_set],
+                                        [by_episode[id(e)]["force"] for e in force_set],
+                                        [e.force for e in force_set], [e.force_mask for e in force_set]),
         "false_contact_rate": false_contact_rate([by_episode[id(e)]["contact_prob"] > 0.5 for e in quiet_set]),
         "no_contact_episodes": len(quiet_set),
-        "no_contact_tasks": sorted({e.arrays.task for e in quiet_set}),
+        "no_contact_tasks": sorted({e.task for e in quiet_set}),
     }
     labelled = condition_episodes(episodes, condition_tasks)
     if labelled:
         score = np.concatenate([1.0 - by_episode[id(e)]["condition"][:, condition_index] for e in labelled])
-        truth = np.concatenate([np.full(e.arrays.n_frames, int(e.arrays.condition) == RESTRICTED) for e in labelled])
+        truth = np.concatenate([np.full(len(e), e.condition_label == RESTRICTED) for e in labelled])
         result["condition"] = {**classification_metrics(truth, score > 0.5, score), "episodes": len(labelled),
-                               "tasks": sorted({e.arrays.task for e in labelled})}
+                               "tasks": sorted({e.task for e in labelled})}
     else:
         result["condition"] = None
     return result
@@ -360,7 +335,7 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def plot_forces(episodes: Sequence[EvalEpisode], streaming: Sequence[dict[str, np.ndarray]],
+def plot_forces(episodes: Sequence[Episode], streaming: Sequence[dict[str, np.ndarray]],
                 rollouts: Sequence[dict[str, np.ndarray]], out_dir: Path, count: int) -> list[Path]:
     """PNG plots of predicted against labelled force for the ``count`` episodes with the largest labels
     (one per task/payload group first)."""
@@ -369,21 +344,22 @@ def plot_forces(episodes: Sequence[EvalEpisode], streaming: Sequence[dict[str, n
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    strength = [float(np.max(np.abs(np.where(e.arrays.force_valid[:, None], e.arrays.force, 0.0))))
-                if e.arrays.has_force_label else 0.0 for e in episodes]
+    strength = [float(np.max(np.abs(np.where(e.force_mask, e.force, 0.0)))) if e.has_force_label else 0.0
+                for e in episodes]
+    groups = [group_of(e) for e in episodes]
     order = sorted(range(len(episodes)), key=lambda k: -strength[k])
     chosen, seen = [], set()
     for k in order:
-        if len(chosen) < count and episodes[k].group not in seen:
+        if len(chosen) < count and groups[k] not in seen:
             chosen.append(k)
-            seen.add(episodes[k].group)
+            seen.add(groups[k])
     chosen += [k for k in order if k not in chosen][:max(0, count - len(chosen))]
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for k in chosen:
-        ep, time = episodes[k], episodes[k].arrays.time - episodes[k].arrays.time[0]
+        ep, time = episodes[k], episodes[k].time - episodes[k].time[0]
         figure, axes = plt.subplots(3, 1, sharex=True, figsize=(9, 6.5))
-        label = np.where(ep.arrays.force_valid[:, None], ep.arrays.force, np.nan)
+        label = np.where(ep.force_mask, ep.force, np.nan)
         frames = rollouts[k]["force"].shape[0]
         for axis, name in enumerate("xyz"):
             axes[axis].plot(time, label[:, axis], color="black", lw=1.5, label="label")
@@ -394,9 +370,9 @@ def plot_forces(episodes: Sequence[EvalEpisode], streaming: Sequence[dict[str, n
             axes[axis].grid(alpha=0.3)
         axes[0].legend(loc="upper right", fontsize=8)
         axes[-1].set_xlabel("time (s)")
-        axes[0].set_title(f"episode {ep.name}: {ep.group}")
+        axes[0].set_title(f"episode {ep.name}: {groups[k]}")
         figure.tight_layout()
-        path = out_dir / f"force_{ep.name}_{ep.group.replace('/', '_')}.png"
+        path = out_dir / f"force_{ep.name}_{groups[k].replace('/', '_')}.png"
         figure.savefig(path, dpi=100)
         plt.close(figure)
         paths.append(path)
@@ -409,9 +385,6 @@ def evaluate(run: str | Path, nad: str | Path, split: str = "test", out: str | P
              horizons: Sequence[int] = HORIZONS, plots: int = 4, progress: bool = True,
              robot: str | None = None) -> dict[str, Any]:
     """Evaluate a run (or RUN/checkpoints/N) on a NAD split; writes eval.json, eval.md and plots to ``out``."""
-    from na_estimator.features import feature_names
-    from na_training.config import config_from_dict, for_robot
-    from na_training.nad import read_info, robot_spec
     from na_training.train import load_run, load_trained_model
 
     if not horizons or any(h < 1 for h in horizons):
@@ -427,17 +400,17 @@ def evaluate(run: str | Path, nad: str | Path, split: str = "test", out: str | P
     grip_scale, grip_unit = (RAD_TO_DEG, "deg") if spec.gripper.unit == "rad" else (M_TO_MM, "mm")
     _log(f"[eval] loading the {split} split of {nad}")
     skipped: list[str] = []
-    episodes = load_split(nad, split, config.loss.condition_joint, skipped)
+    episodes = load_split(nad, split, skipped)
     if not episodes:
         raise EvaluationError(f"{nad}: the {split} split has no episodes")
     model, description = load_trained_model(run_dir, step=step)
-    _log(f"[eval] {len(episodes)} episodes, {sum(len(e.training) for e in episodes)} frames; "
+    _log(f"[eval] {len(episodes)} episodes, {sum(len(e) for e in episodes)} frames; "
          f"checkpoint step {description['checkpoint_step']}")
 
-    longest = max(len(e.training) - 1 for e in episodes)
+    longest = max(len(e) - 1 for e in episodes)
     rollout_length = min(max(horizons), longest)
     _log(f"[eval] rollouts of {rollout_length} steps from each episode start (compiling once)")
-    rollouts = RolloutEvaluator(model, config, spec).run([e.training for e in episodes], rollout_length, progress)
+    rollouts = RolloutEvaluator(model, config, spec).run(episodes, rollout_length, progress)
     predictor = StreamingPredictor(model)
     shown = progress and is_terminal(sys.stderr)
     streaming = [predictor(e) for e in tqdm(episodes, desc="streaming", unit="episode", disable=not shown,
@@ -446,7 +419,7 @@ def evaluate(run: str | Path, nad: str | Path, split: str = "test", out: str | P
     results: dict[str, Any] = {
         "run": str(run_dir), "checkpoint_step": description["checkpoint_step"], "nad": str(nad),
         "dataset_id": info.get("dataset_id"), "split": split, "episodes": len(episodes),
-        "frames": int(sum(len(e.training) for e in episodes)), "horizons": list(horizons),
+        "frames": int(sum(len(e) for e in episodes)), "horizons": list(horizons),
         "arm_joint_names": list(spec.arm_joint_names), "skipped": skipped,
         "rollout": rollout_tables(episodes, rollouts, horizons, spec.n_arm, spec.joint_names, grip_scale),
         "gripper_unit": grip_unit,
@@ -490,8 +463,6 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from na_training.nad import NadError
-
     try:
         evaluate(args.run, args.nad, args.split, args.out, args.horizons, args.plots, progress=not args.quiet,
                  robot=args.robot)

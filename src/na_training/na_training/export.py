@@ -36,7 +36,6 @@ from na_common.machine import cpu_info
 from na_estimator.contract import INPUT_NAME, METADATA_KEYS, OUTPUT_NAMES, VARIANT_KEYS
 from na_estimator.features import FEATURE_UNITS, SCHEMA_VERSION, history_windows
 from na_estimator.model_package import VARIANT_FILES_KEY, file_sha256, sibling_name
-from na_training.batches import from_nad_episode
 from na_training.export_graph import FP32_PASSES, MATMUL_PASSES, PassReport, gemm_to_matmul, optimise, prune
 from na_training.model import NeuralActuator, jit_forward
 from na_training.nad import load_nad
@@ -168,10 +167,9 @@ def windows_from_nad(nad: str | Path, split: str, per_episode: int, pad_frame: n
     """Up to ``per_episode`` random windows (and their force labels) from each episode of a NAD split."""
     rng = np.random.default_rng(seed)
     windows, labels = [], []
-    for episode in load_nad(nad, split):
-        ep = from_nad_episode(episode)
+    for ep in load_nad(nad, split):
         pick = rng.choice(len(ep), size=min(len(ep), per_episode), replace=False)
-        windows.append(history_windows(ep.features, pad_frame, history_length)[pick])
+        windows.append(history_windows(ep.features(), pad_frame, history_length)[pick])
         labels.append(ep.force[pick])
     if not windows:
         return None, None

@@ -17,7 +17,7 @@ from scipy.signal import savgol_filter
 
 from na_description import RobotSpec, load_spec
 from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
-from na_training.batches import TrainingEpisode
+from na_training.episode import Episode
 
 SMOOTHING_WINDOW = 9      # frames (0.15 s): velocity/acceleration from a quadratic fit over +-4 frames
 
@@ -70,7 +70,7 @@ class InverseDynamics:
             out[k] = data.qfrc_inverse[self.dof_index]
         return out
 
-    def episode_torques(self, episode: TrainingEpisode) -> np.ndarray:
+    def episode_torques(self, episode: Episode) -> np.ndarray:
         """Torque labels of one episode; invalid frames (and short valid runs) get NaN."""
         qpos = np.where(episode.valid[:, None], episode.qpos, np.nan)
         return self.torques(qpos)

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ import numpy as np
 
 from na_description import RobotSpec, SpecError, load_spec
 from na_description.spec import robot_option_help
+from na_training.episode import Episode
 from na_training.lerobot_frames import (
     episode_features,
     has_force_labels,
@@ -52,7 +53,7 @@ from na_training.lerobot_robots import (
 )
 from na_training.lerobot_units import Calibration, LeRobotUnitsError, load_calibration
 from na_training.lerobot_writer import LeRobotWriteError, LeRobotWriter
-from na_training.nad import Episode, NadError, load_nad, read_info, robot_spec
+from na_training.nad import NadError, load_nad, read_info, robot_spec
 from na_training.progress import ItemProgress
 
 EPISODE_META = ("episode_id", "task_instance", "payload_grams", "force_source", "condition", "split", "operator",
@@ -180,8 +181,7 @@ def _write(episodes: list[Episode], spec: RobotSpec, info: dict[str, Any], out: 
         raise LeRobotExportError("--joint-units range needs the arm's LeRobot calibration (--calibration or "
                                  "--robot-id)")
     if period_ns is not None:
-        episodes = [Episode(meta=ep.meta, columns=resample_columns(ep.columns, period_ns), info=ep.info)
-                    for ep in episodes]
+        episodes = [replace(ep, columns=resample_columns(ep.columns, period_ns)) for ep in episodes]
     channels = recorded_channels(episodes, channels_for(spec))
     with_force = has_force_labels(episodes)
     estimates = [read_estimates(Path(ep.meta["source_bag"]), ep.columns["stamp_ns"]) if from_bags else None

@@ -18,6 +18,7 @@ import numpy as np
 from na_common import topics
 from na_description import RobotSpec
 from na_training import align
+from na_training.episode import Episode
 from na_training.lerobot_robots import (
     CONTACT_FEATURE,
     ESTIMATE_CONTACT_FEATURE,
@@ -27,7 +28,6 @@ from na_training.lerobot_robots import (
     Channel,
 )
 from na_training.lerobot_units import Calibration, to_lerobot_positions
-from na_training.nad import Episode
 
 ESTIMATE_MAX_AGE_NS = 100_000_000       # an estimate older than 0.1 s at a frame is not held onto it
 HELD_PREFIXES = ("command_", "leader_", "hardware_error_", "stale_", "force_valid_", "condition_")
@@ -120,9 +120,8 @@ def episode_features(episode: Episode, spec: RobotSpec, channels: Sequence[Chann
     for channel in channels:
         raw[channel.feature] = episode.per_joint(channel.field) * channel.scale
     if with_force:
-        valid = episode.force_valid & np.isfinite(episode.force)
-        raw[FORCE_FEATURE] = np.where(valid, episode.force, 0.0)
-        raw[FORCE_VALID_FEATURE] = valid.astype(np.float64)
+        raw[FORCE_FEATURE] = episode.force
+        raw[FORCE_VALID_FEATURE] = episode.force_valid.astype(np.float64)
         raw[CONTACT_FEATURE] = episode.contact.astype(np.float64)[:, None]
     for feature, values in (estimates or {}).items():
         raw[feature] = values
@@ -139,7 +138,7 @@ def recorded_channels(episodes: Sequence[Episode], channels: Sequence[Channel]) 
     """The channels with at least one finite value in the dataset (a channel never recorded is left out)."""
     kept = []
     for channel in channels:
-        columns = [f"{channel.field}_{j}" for j in episodes[0].joint_names]
+        columns = [f"{channel.field}_{j}" for j in episodes[0].spec.joint_names]
         if all(c in episodes[0].columns for c in columns) and any(
                 np.isfinite(ep.stack(columns)).any() for ep in episodes):
             kept.append(channel)

@@ -17,8 +17,8 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +27,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from na_description import RobotSpec, SpecError, load_spec
+from na_training.episode import AXES, Episode
 
 SCHEMA_NAME = "NAD"
 SCHEMA_VERSION = "1.0"
 SPLITS = ("train", "val", "test")
-AXES = ("x", "y", "z")
 
 # Fixed Parquet settings: the output bytes depend only on the data and the pyarrow version.
 _PARQUET_OPTIONS: dict[str, Any] = {
@@ -318,99 +318,6 @@ class NadWriter:
 
 # ----------------------------------------------------------------------------------------- loader
 
-@dataclass
-class Episode:
-    """One NAD episode in memory: metadata row plus one numpy array per column (length = frames)."""
-
-    meta: dict[str, Any]
-    columns: dict[str, np.ndarray]
-    info: dict[str, Any] = field(repr=False)
-
-    def __len__(self) -> int:
-        return len(self.columns["time"])
-
-    @property
-    def index(self) -> int:
-        return int(self.meta["episode_index"])
-
-    @property
-    def joint_names(self) -> list[str]:
-        return list(self.info["joint_names"])
-
-    @property
-    def time(self) -> np.ndarray:
-        return self.columns["time"]
-
-    def per_joint(self, field_name: str) -> np.ndarray:
-        """``[T, n_motors]`` array of a per-joint field, e.g. ``per_joint("current")``."""
-        return np.stack([self.columns[f"{field_name}_{j}"] for j in self.joint_names], axis=1)
-
-    def stack(self, names: Iterable[str]) -> np.ndarray:
-        """``[T, len(names)]`` array of the named columns (float64)."""
-        return np.stack([np.asarray(self.columns[n], dtype=np.float64) for n in names], axis=1)
-
-    @property
-    def force(self) -> np.ndarray:
-        """Force label ``[T, 3]`` (N, base frame, environment on robot)."""
-        return self.stack(f"force_{a}" for a in AXES)
-
-    @property
-    def force_valid(self) -> np.ndarray:
-        """Per-channel validity of the force label ``[T, 3]`` (bool)."""
-        return np.stack([self.columns[f"force_valid_{a}"] for a in AXES], axis=1).astype(bool)
-
-    @property
-    def contact(self) -> np.ndarray:
-        return self.columns["contact"].astype(bool)
-
-    @property
-    def condition(self) -> np.ndarray:
-        """Condition labels ``[T, n_supervised]`` in the order of ``info['condition_joints']``."""
-        return self.stack(f"condition_{j}" for j in self.info["condition_joints"])
-
-    @property
-    def valid(self) -> np.ndarray:
-        return self.columns["frame_valid"].astype(bool)
-
-    @property
-    def truth_force(self) -> np.ndarray | None:
-        """Simulator truth force ``[T, 3]`` (evaluation only), or None when the dataset has none."""
-        if "truth_force_x" not in self.columns:
-            return None
-        return self.stack(f"truth_force_{a}" for a in AXES)
-
-    def arm_state(self) -> dict[str, np.ndarray]:
-        """Follower streams named like the ``na_msgs/ArmState`` fields (``[T, n]`` or ``[T]``),
-        plus ``command_position`` ``[T, n]``: the input of the feature contract."""
-        state = {name: self.per_joint(name) for name in ARM_STATE_JOINT_FIELDS}
-        state.update({name: self.per_joint(name) for name in OPTIONAL_ARM_STATE_JOINT_FIELDS
-                      if f"{name}_{self.joint_names[0]}" in self.columns})
-        state.update({name: self.columns[name] for name in ARM_STATE_SCALAR_FIELDS})
-        state["command_position"] = self.per_joint("command_position")
-        state["command_gripper_slide"] = self.columns["command_gripper_slide"]
-        return state
-
-    def features(self) -> np.ndarray:
-        """Feature matrix ``[T, F]`` through the shared feature contract (``na_estimator.features``).
-
-        The contract's goal position is the command sent to the follower (``command_position_*``),
-        exactly what the estimator receives live from ``/follower/command``.
-        """
-        from na_estimator.features import episode_features
-
-        state = self.arm_state()
-        state["goal_position"] = state["command_position"]
-        return episode_features(state, robot_spec(self.info))
-
-    def valid_window_starts(self, length: int) -> np.ndarray:
-        """Start indices of windows of ``length`` frames whose frames are all valid."""
-        if length <= 0 or length > len(self):
-            return np.zeros(0, dtype=np.int64)
-        invalid = np.concatenate([[0], np.cumsum(~self.valid)])
-        starts = np.arange(len(self) - length + 1)
-        return starts[invalid[starts + length] - invalid[starts] == 0]
-
-
 def robot_spec(info: Mapping[str, Any], robot: str | None = None) -> RobotSpec:
     """The robot spec of a NAD (its ``info.json`` ``robot``); ``robot`` (a --robot option) must name the same arm."""
     recorded = str(info.get("robot") or "")
@@ -454,6 +361,10 @@ def load_nad(path: str | Path, split: str | Sequence[str] | None = None) -> list
     """Load a NAD: every episode, or those of one split (``train``/``val``/``test``) or several."""
     root = Path(path)
     info = read_info(root)
+    spec = robot_spec(info)
+    if list(info.get("joint_names", [])) != spec.joint_names:
+        raise NadError(f"{root}: joint names {info.get('joint_names')} are not those of {spec.name} "
+                       f"{spec.joint_names}")
     wanted: set[str] | None = None
     if split is not None:
         wanted = {split} if isinstance(split, str) else set(split)
@@ -473,5 +384,18 @@ def load_nad(path: str | Path, split: str | Sequence[str] | None = None) -> list
         missing = [name for name in expected if name not in columns]
         if missing:
             raise NadError(f"{data_path}: missing columns {', '.join(missing)}")
-        episodes.append(Episode(meta=row, columns=columns, info=info))
+        episodes.append(Episode(meta=row, columns=columns, info=info, spec=spec))
     return episodes
+
+
+def load_usable(path: str | Path, split: str, skipped: list[str]) -> list[Episode]:
+    """The split's episodes that the observers and the metrics can use (:meth:`Episode.unusable_reason`); each
+    other one is left out with a line in ``skipped``."""
+    usable = []
+    for episode in load_nad(path, split):
+        reason = episode.unusable_reason()
+        if reason is None:
+            usable.append(episode)
+        else:
+            skipped.append(f"episode {episode.meta.get('episode_id', '?')} skipped: {reason}")
+    return usable

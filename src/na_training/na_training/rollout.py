@@ -2,7 +2,7 @@
 
 At every frame the model sees a window whose current token is built, through the shared feature
 contract, from the *simulated* position, velocity and slide (tracking errors recomputed) and the
-*recorded* goals and telemetry (effort, voltage, temperature); its clipped torque surrogate then
+*recorded* commands (the goal inputs) and telemetry (effort, voltage, temperature); its clipped torque surrogate then
 drives ``substeps`` MuJoCo steps (paper Sec. III-D, Eq. 10). ``lax.scan`` over frames carrying only
 the simulator coordinates, reverse-mode gradients through the whole horizon (BPTT), optionally
 ``jax.checkpoint`` per frame (``sim.remat``).
@@ -23,6 +23,7 @@ from flax import nnx
 from na_description import RobotSpec, load_spec
 from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
 from na_estimator.features import compute_features
+from na_training.batches import RECORDED_INPUTS
 from na_training.config import SimConfig
 
 # mjx prints "Failed to import warp" when its optional GPU backend (warp) is absent; keep that off
@@ -99,14 +100,15 @@ class ArmSimulator:
         return data.qpos[..., self.qpos_index], data.qvel[..., self.dof_index]
 
 
-def simulated_features(spec: RobotSpec, goal, qpos, qvel, effort, voltage, temperature):
-    """Feature vectors from simulator coordinates (gripper slide m, m/s) via the shared contract.
+def simulated_features(spec: RobotSpec, command, qpos, qvel, effort, voltage, temperature):
+    """Feature vectors from simulator coordinates (gripper slide m, m/s) via the shared contract, with the
+    recorded command as the goal input.
 
     The gripper velocity feature is the servo angular velocity (ArmState convention), so the slide
     velocity is mapped back through the spec's linear gripper map."""
     n_arm = spec.n_arm
     velocity = jnp.concatenate([qvel[..., :n_arm], qvel[..., n_arm:] / spec.gripper.slope], axis=-1)
-    return compute_features(goal, qpos[..., :n_arm], qpos[..., n_arm], effort, velocity, voltage, temperature,
+    return compute_features(command, qpos[..., :n_arm], qpos[..., n_arm], effort, velocity, voltage, temperature,
                             spec=spec, xp=jnp)
 
 
@@ -115,7 +117,8 @@ def rollout(graphdef: nnx.GraphDef, params: nnx.State, rest: nnx.State, simulato
     """Roll the model + simulator over ``batch`` (arrays from :mod:`na_training.batches`).
 
     batch: ``history [B, L-1, F]`` recorded past tokens, ``qpos0``/``qvel0 [B, n]`` initial simulated
-    state, per-frame ``goal``/``effort``/``voltage``/``temperature`` ``[B, H, n]``.
+    state, per-frame ``command``/``effort``/``voltage``/``temperature`` ``[B, H, n]``
+    (:data:`na_training.batches.RECORDED_INPUTS`).
     Returns per-frame ``[B, H, ...]``: the simulated ``qpos`` after each frame (the state at t+1) and
     the model outputs at t (``torque_surrogate`` and, with ``heads``, ``force``, ``contact_logit``,
     ``condition_logit``; without, only the torque path of the model is evaluated).
@@ -126,13 +129,13 @@ def rollout(graphdef: nnx.GraphDef, params: nnx.State, rest: nnx.State, simulato
     advance = jax.vmap(simulator.advance_coordinates)
     if simulator.config.remat:
         advance = jax.checkpoint(advance)
-    per_frame = {k: jnp.swapaxes(batch[k], 0, 1) for k in ("goal", "effort", "voltage", "temperature")}
+    per_frame = {k: jnp.swapaxes(batch[k], 0, 1) for k in RECORDED_INPUTS}
     qpos_index, dof_index = simulator.qpos_index, simulator.dof_index
 
     def frame(carry, inputs):
         qpos_full, qvel_full, past = carry
         qpos, qvel = qpos_full[..., qpos_index], qvel_full[..., dof_index]
-        current_token = simulated_features(spec, inputs["goal"], qpos, qvel, inputs["effort"], inputs["voltage"],
+        current_token = simulated_features(spec, inputs["command"], qpos, qvel, inputs["effort"], inputs["voltage"],
                                            inputs["temperature"])
         window = jnp.concatenate([past, current_token[:, None, :].astype(past.dtype)], axis=1)
         if heads:

@@ -32,8 +32,9 @@ from flax import nnx
 
 from na_description import RobotSpec, load_spec
 from na_estimator.features import SCHEMA_VERSION, FeatureStats, feature_names
-from na_training.batches import DataError, TrainingEpisode, WindowSampler
+from na_training.batches import DataError, WindowSampler
 from na_training.config import TrainConfig, config_from_dict, for_robot
+from na_training.episode import Episode
 from na_training.inverse_dynamics import InverseDynamics
 from na_training.losses import rollout_losses, supervised_losses
 from na_training.model import NeuralActuator, build_model, parameter_count
@@ -58,8 +59,8 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
                        optax.adamw(learning_rate_schedule(config), weight_decay=config.optim.weight_decay))
 
 
-def fit_feature_stats(episodes: Sequence[TrainingEpisode], spec: RobotSpec) -> FeatureStats:
-    frames = [ep.features[ep.valid] for ep in episodes]
+def fit_feature_stats(episodes: Sequence[Episode], spec: RobotSpec) -> FeatureStats:
+    frames = [ep.features()[ep.valid] for ep in episodes]
     return FeatureStats.fit(np.concatenate(frames, axis=0), spec)
 
 
@@ -80,10 +81,6 @@ class TrainState:
     opt_state: Any
 
 
-ROLLOUT_BATCH_KEYS = ("history", "qpos0", "qvel0", "goal", "effort", "voltage", "temperature", "target_qpos",
-                      "force", "force_valid", "condition", "condition_mask")
-
-
 class Trainer:
     """Owns the model, the simulator, the jitted step functions and the run directory.
 
@@ -95,8 +92,8 @@ class Trainer:
     ``parallel``: run the steps data-parallel over its devices (and processes); None: plain ``jax.jit`` on
     the default device."""
 
-    def __init__(self, config: TrainConfig, train_episodes: Sequence[TrainingEpisode],
-                 val_episodes: Sequence[TrainingEpisode] = (), run_dir: str | Path | None = None,
+    def __init__(self, config: TrainConfig, train_episodes: Sequence[Episode],
+                 val_episodes: Sequence[Episode] = (), run_dir: str | Path | None = None,
                  spec: RobotSpec | None = None, stats: FeatureStats | None = None,
                  log: Callable[[str], None] | None = None, parallel: DataParallel | None = None) -> None:
         self.spec = spec or load_spec()
@@ -114,12 +111,10 @@ class Trainer:
         self.simulator = ArmSimulator(self.spec, config.sim)
         self.hybrid = config.recipe == "hybrid"
         self.uses_rollouts = not self.hybrid or config.hybrid.rollout_every > 0
-        history = config.model.history_length
         self.train_sampler = self.val_sampler = None
         if self.uses_rollouts:
-            self.train_sampler = WindowSampler(train_episodes, self.stats.mean, history, config.label_shift)
-            self.val_sampler = (WindowSampler(val_episodes, self.stats.mean, history, config.label_shift)
-                                if val_episodes else None)
+            self.train_sampler = self._rollout_windows(train_episodes)
+            self.val_sampler = self._rollout_windows(val_episodes) if val_episodes else None
         self.train_windows = self.val_windows = None
         if self.hybrid:
             self.train_windows = self._recorded_windows(train_episodes)
@@ -148,15 +143,21 @@ class Trainer:
         self._manager: ocp.CheckpointManager | None = None
         self.provenance: dict[str, Any] = {}
 
-    def _recorded_windows(self, episodes: Sequence[TrainingEpisode]) -> RecordedWindows:
-        hybrid = self.config.hybrid
+    def _rollout_windows(self, episodes: Sequence[Episode]) -> WindowSampler:
+        loss = self.config.loss
+        return WindowSampler(episodes, self.stats.mean, self.config.model.history_length, self.config.label_shift,
+                             loss.condition_joint, loss.condition_tasks)
+
+    def _recorded_windows(self, episodes: Sequence[Episode]) -> RecordedWindows:
+        hybrid, loss = self.config.hybrid, self.config.loss
         torque = None
         if hybrid.torque_weight > 0:
             inverse = InverseDynamics(self.spec)
             torque = [inverse.episode_torques(ep) for ep in episodes]
         return RecordedWindows(episodes, self.stats.mean, self.config.model.history_length,
                                label_shift=hybrid.label_shift, gate_rule=hybrid.gate_target,
-                               contact_threshold=self.config.loss.contact_threshold, torque_labels=torque)
+                               contact_threshold=loss.contact_threshold, torque_labels=torque,
+                               condition_joint=loss.condition_joint, condition_tasks=loss.condition_tasks)
 
     # ------------------------------------------------------------------ pure functions (jitted)
     def _loss_impl(self, params: nnx.State, batch: dict[str, jax.Array]) -> tuple[jax.Array, dict[str, jax.Array]]:
@@ -268,7 +269,7 @@ class Trainer:
         params = self.state.params
         if not self.hybrid:
             batch = self._rollout_input(step)
-            horizon = batch["goal"].shape[1]
+            horizon = batch["command"].shape[1]
             (_, parts), grads = self._call(("rollout", horizon), self._rollout_name(horizon, self.config.batch_size),
                                            self._loss_and_grad, params, batch)
         else:
@@ -276,7 +277,7 @@ class Trainer:
             weight = self._scalar(self.config.hybrid.torque_weight_at(step))
             if self.has_rollout(step):
                 batch = self._rollout_input(step)
-                horizon = batch["goal"].shape[1]
+                horizon = batch["command"].shape[1]
                 (_, parts), grads = self._call(("hybrid", horizon), self._hybrid_name(horizon), self._hybrid_grad,
                                                params, supervised, batch, weight)
             else:

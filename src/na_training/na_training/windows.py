@@ -17,27 +17,30 @@ from collections.abc import Sequence
 import numpy as np
 
 from na_estimator.features import history_windows
-from na_training.batches import DataError, TrainingEpisode
+from na_training.batches import DataError, condition_labels
 from na_training.config import GATE_TARGETS
+from na_training.episode import Episode
 
 
-def gate_target(episode: TrainingEpisode, rule: str, threshold: float) -> np.ndarray:
-    """Per-frame contact target: the recorded contact label (NAD ``contact``; falls back to the force
-    rule when an episode has none) or ``|f| > threshold`` on the force label (paper Sec. III-D)."""
+def gate_target(episode: Episode, rule: str, threshold: float) -> np.ndarray:
+    """Per-frame contact target: the recorded contact label (NAD ``contact``) or ``|f| > threshold`` on the
+    force label (paper Sec. III-D)."""
     if rule not in GATE_TARGETS:
         raise ValueError(f"gate target {rule!r} is not one of {GATE_TARGETS}")
-    if rule == "contact" and episode.contact is not None:
-        return np.asarray(episode.contact, dtype=bool)
-    labelled = np.where(episode.force_valid, episode.force, 0.0)
-    return np.linalg.norm(labelled, axis=1) > threshold
+    if rule == "contact":
+        return episode.contact
+    return np.linalg.norm(episode.force, axis=1) > threshold
 
 
 class RecordedWindows:
-    """Every usable causal window of the episodes (float32 ``[N, L, F]``) and its labels ``[N, ...]``."""
+    """Every usable causal window of the episodes (float32 ``[N, L, F]``) and its labels ``[N, ...]``;
+    ``condition_joint``/``condition_tasks``: the condition labels that supervise
+    (:func:`na_training.batches.condition_labels`)."""
 
-    def __init__(self, episodes: Sequence[TrainingEpisode], pad_frame: np.ndarray, history_length: int, *,
+    def __init__(self, episodes: Sequence[Episode], pad_frame: np.ndarray, history_length: int, *,
                  label_shift: int = 0, gate_rule: str = "contact", contact_threshold: float = 0.01,
-                 torque_labels: Sequence[np.ndarray] | None = None) -> None:
+                 torque_labels: Sequence[np.ndarray] | None = None, condition_joint: str | None = None,
+                 condition_tasks: Sequence[str] = ()) -> None:
         if not episodes:
             raise DataError("no episodes to build windows from")
         if label_shift < 0:
@@ -50,19 +53,19 @@ class RecordedWindows:
         for index, ep in enumerate(episodes):
             frames = np.arange(len(ep))
             labels = frames + label_shift
-            usable = (labels < len(ep)) & _window_valid(ep.valid, history_length)
+            usable = (labels < len(ep)) & ep.history_valid(history_length)
             usable[usable] &= ep.valid[labels[usable]]
             if not np.any(usable):
                 continue
             frames, labels = frames[usable], labels[usable]
-            features = np.where(ep.valid[:, None], ep.features, 0.0)      # invalid frames never enter a kept window
+            features = np.where(ep.valid[:, None], ep.features(), 0.0)      # invalid frames never enter a kept window
             parts["windows"].append(history_windows(features, pad_frame, history_length)[frames].astype(np.float32))
             parts["force"].append(ep.force[labels].astype(np.float32))
             parts["force_valid"].append(ep.force_valid[labels])
             parts["contact"].append(gate_target(ep, gate_rule, contact_threshold)[labels])
-            condition = ep.condition[labels]
-            parts["condition"].append(np.nan_to_num(condition).astype(np.float32))
-            parts["condition_mask"].append(np.isfinite(condition) & ep.condition_supervised)
+            condition, supervised = condition_labels(ep, condition_joint, condition_tasks)
+            parts["condition"].append(np.nan_to_num(condition[labels]).astype(np.float32))
+            parts["condition_mask"].append(supervised[labels])
             if torque_labels is not None:
                 torque = np.asarray(torque_labels[index], dtype=float)[frames]
                 parts["torque"].append(np.nan_to_num(torque).astype(np.float32))
@@ -114,10 +117,3 @@ def augment_offsets(batch: dict[str, np.ndarray], rng: np.random.Generator, offs
             shift = shift[rows]
         windows[:, :, columns] += shift.astype(windows.dtype)
 
-
-def _window_valid(valid: np.ndarray, history_length: int) -> np.ndarray:
-    """Frames t whose window frames max(0, t-L+1) .. t are all valid (pad frames count as valid)."""
-    invalid = np.concatenate([[0], np.cumsum(~np.asarray(valid, dtype=bool))])
-    ends = np.arange(valid.shape[0]) + 1
-    starts = np.maximum(ends - history_length, 0)
-    return invalid[ends] - invalid[starts] == 0

@@ -62,9 +62,9 @@ def train(mode: str, out: Path, recipes: list[str], parallel) -> None:
         if parallel is not None:
             results[f"{recipe}_params_replicated"] = np.array(all(
                 leaf.sharding.is_fully_replicated for leaf in jax.tree.leaves(trainer.state.params)))
-            goal = trainer._rollout_input(0)["goal"]
-            results[f"{recipe}_batch_devices"] = np.array(len(goal.sharding.device_set))
-            results[f"{recipe}_batch_rows_here"] = np.array(sum(s.data.shape[0] for s in goal.addressable_shards))
+            command = trainer._rollout_input(0)["command"]
+            results[f"{recipe}_batch_devices"] = np.array(len(command.sharding.device_set))
+            results[f"{recipe}_batch_rows_here"] = np.array(sum(s.data.shape[0] for s in command.addressable_shards))
         trainer.close()
     if jax.process_index() == 0:
         np.savez(out / f"{mode}.npz", **results)

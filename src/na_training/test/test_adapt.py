@@ -9,15 +9,15 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def parent_and_nad(tiny_config, synthetic_episodes, tmp_path_factory, nad_builder):
+def parent_and_nad(tiny_config, synthetic_episodes, tmp_path_factory, write_nad):
     """A tiny parent run (checkpoint of step 0) and a NAD of six episodes (train, val and test split)."""
     from na_training.synthetic import synthetic_episode
     from na_training.train import Trainer
 
     root = tmp_path_factory.mktemp("adapt")
-    episodes = [nad_builder.from_simulation(synthetic_episode(150, seed=300 + k), f"ep{k}", "free_motion",
-                                            task_instance="free_motion") for k in range(6)]
-    nad = nad_builder.write(root / "nad", episodes)
+    episodes = [synthetic_episode(150, seed=300 + k, episode_id=f"ep{k}", task_instance="free_motion")
+                for k in range(6)]
+    nad = write_nad(root / "nad", episodes)
     trainer = Trainer(tiny_config, synthetic_episodes[:2], run_dir=root / "parent")
     trainer.fit(steps=0, progress=False)
     trainer.save()
@@ -58,7 +58,7 @@ def _leaves(model):
 
 @pytest.mark.parametrize("case", ["other_robot", "too_short", "no_checkpoint", "out_not_empty"])
 def test_adapt_refuses_bad_input_in_one_line_and_writes_nothing(parent_and_nad, tmp_path, capsys, case,
-                                                                nad_builder):
+                                                                write_nad):
     import shutil
 
     from na_training.cli import main
@@ -74,8 +74,7 @@ def test_adapt_refuses_bad_input_in_one_line_and_writes_nothing(parent_and_nad, 
         info["joint_names"] = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
         (nad / "meta" / "info.json").write_text(json.dumps(info))
     elif case == "too_short":
-        nad = nad_builder.write(tmp_path / "short", [nad_builder.from_simulation(
-            synthetic_episode(40, seed=1), "tiny", "free_motion")])
+        nad = write_nad(tmp_path / "short", [synthetic_episode(40, seed=1, episode_id="tiny")])
     elif case == "no_checkpoint":
         parent = shutil.copytree(parent, tmp_path / "parent")
         shutil.rmtree(parent / "checkpoints")

@@ -1,7 +1,7 @@
 """Force baselines on synthetic MuJoCo episodes where their assumptions hold, contact tuning and metrics.
 
-Generator (na_training.baselines.synthetic): the na_description model itself with contacts and the
-constraint solver off, one semi-implicit Euler step per recorded frame (4.25 ms), motor torque
+Generator (na_training.synthetic): the na_description model itself with contacts and the constraint
+solver off, one semi-implicit Euler step per recorded frame (4.25 ms, implicit damping off), motor torque
 Kt·i + b, a known tool force applied with xfrc_applied at the tool point. With the forward
 velocity difference the ID baselines are then exact up to float error (tolerance 2 mN on forces of
 about 2.7 N); with the default central difference and the momentum observer the discretisation
@@ -9,6 +9,8 @@ error remains (tolerance 50 mN).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,7 +23,6 @@ from na_training.baselines.dynamics import (
     finite_difference_acceleration,
     force_from_joint_residual,
 )
-from na_training.baselines.episodes import EpisodeArrays
 from na_training.baselines.id_friction import IDFriction, backlash_flank
 from na_training.baselines.id_linear import DEFAULT_MIN_SLOPE, IDLinear
 from na_training.baselines.metrics import (
@@ -33,13 +34,15 @@ from na_training.baselines.metrics import (
     roc_auc,
 )
 from na_training.baselines.momentum_observer import DEFAULT_GAIN, MomentumObserver, observer_residual
-from na_training.baselines.synthetic import SyntheticActuator, contact_force_profile, simulate_episode
+from na_training.episode import Episode
+from na_training.synthetic import SyntheticActuator, force_pulse, synthetic_episode
 
 SLOPE = np.array([1.70, 1.80, 1.60, 1.90])       # N·m/A, near the XM430's 4.1 N·m / 2.3 A
 OFFSET = np.array([0.02, -0.03, 0.01, 0.0])      # N·m
 PUSH = np.array([1.5, -1.0, -2.0])               # N, environment on robot, base frame
 EXACT_TOL = 2e-3                                 # N
 DISCRETE_TOL = 5e-2                              # N
+STEP = 0.00425                                   # s: one MuJoCo step of the arm model per frame
 
 LINEAR = SyntheticActuator(slope=SLOPE, offset=OFFSET)
 FRICTION = SyntheticActuator(
@@ -48,11 +51,18 @@ FRICTION = SyntheticActuator(
     stribeck_velocity=np.array([0.10, 0.15, 0.08, 0.20]), backlash=np.array([0.02, -0.03, 0.025, 0.01]))
 
 
-def _episodes(actuator: SyntheticActuator) -> tuple[list[EpisodeArrays], list[EpisodeArrays]]:
-    free = [simulate_episode(actuator, 4.0, seed=s, episode_id=f"free{s}") for s in range(3)]
-    contact = [simulate_episode(actuator, 4.0, seed=10 + s, episode_id=f"push{s}",
-                                force_profile=contact_force_profile(PUSH * (1 + 0.3 * s), 1.0, 3.0))
-               for s in range(2)]
+def simulate(actuator: SyntheticActuator, seed: int, episode_id: str, task: str = "free",
+             push: np.ndarray | None = None, start: float = 1.0, stop: float = 3.0, **options) -> Episode:
+    """4 s of the arm, one plain Euler step per frame, pushed at the tool with ``push`` from ``start`` to ``stop``."""
+    frames = round(4.0 / STEP)
+    force = None if push is None else force_pulse(frames, STEP, push, start, stop)
+    return synthetic_episode(frames, seed, actuator=actuator, tool_force=force, frame_period=STEP,
+                             implicit_damping=False, episode_id=episode_id, task=task, **options)
+
+
+def _episodes(actuator: SyntheticActuator) -> tuple[list[Episode], list[Episode]]:
+    free = [simulate(actuator, s, f"free{s}") for s in range(3)]
+    contact = [simulate(actuator, 10 + s, f"push{s}", "push", PUSH * (1 + 0.3 * s)) for s in range(2)]
     return free, contact
 
 
@@ -90,11 +100,8 @@ def test_id_linear_recovers_current_map_and_force(linear_data):
 
 def test_id_linear_clamps_negative_slope_and_reports_it(linear_data):
     free, _ = linear_data
-    inverted = []
-    for e in free:   # joint4's current wired with the wrong sign: its fitted slope becomes negative
-        current = e.effort.copy()
-        current[:, 3] *= -1
-        inverted.append(EpisodeArrays(e.episode_id, e.time, e.position, e.velocity, current))
+    # joint4's current wired with the wrong sign: its fitted slope becomes negative
+    inverted = [replace(e, columns={**e.columns, "current_joint4": -e.columns["current_joint4"]}) for e in free]
     method = IDLinear(InverseDynamicsCache(accel_scheme="forward", smoothing_frames=1))
     report = method.fit(inverted)
     assert report["slope_raw"][3] == pytest.approx(-SLOPE[3], rel=1e-3)
@@ -178,14 +185,17 @@ def test_backlash_flank_holds_last_direction():
     np.testing.assert_array_equal(backlash_flank(velocity, 0.05)[:, 0], [0, 1, 1, 1, -1, -1])
 
 
-def test_episode_arrays_reject_bad_input():
-    with pytest.raises(ValueError, match="increasing"):
-        EpisodeArrays("bad", np.array([0.0, 0.2, 0.1]), np.zeros((3, 4)), np.zeros((3, 4)), np.zeros((3, 4)))
-    with pytest.raises(ValueError, match="force"):
-        EpisodeArrays("bad", np.arange(3.0), np.zeros((3, 4)), np.zeros((3, 4)), np.zeros((3, 4)),
-                      force=np.zeros((3, 2)))
+def test_episodes_the_observers_cannot_use_are_named(linear_data):
+    episode = linear_data[0][0]
+    assert episode.unusable_reason() is None
+    backwards = replace(episode, columns={**episode.columns, "time": episode.time[::-1].copy()})
+    assert "increasing" in backwards.unusable_reason()
+    short = replace(episode, columns={name: values[:2] for name, values in episode.columns.items()})
+    assert "at least 3 frames" in short.unusable_reason()
+    silent = replace(episode, columns={**episode.columns, "velocity_joint2": np.full(len(episode), np.nan)})
+    assert silent.unusable_reason() == "velocity has a joint without any finite sample"
     with pytest.raises(RuntimeError, match="fit"):
-        IDLinear().estimate(EpisodeArrays("ok", np.arange(3.0), *(np.zeros((3, 4)),) * 3))
+        IDLinear().estimate(episode)
 
 
 def test_contact_threshold_tuning_and_detection(linear_data):
@@ -228,25 +238,16 @@ def test_metrics_on_hand_checkable_inputs():
 
 # ------------------------------------------------------------------------------------ comparison
 
-def _write_nad(nad_builder, root, episodes: list[tuple[str, str, EpisodeArrays]]):
-    """A real NAD v1 holding synthetic baseline episodes (split seed 1: each instance's test episode is known)."""
-    return nad_builder.write(root, [nad_builder.from_arrays(e, task, condition) for task, condition, e in episodes],
-                             split_seed=1)
-
-
-def test_run_comparison_end_to_end_on_a_nad(tmp_path, linear_data, nad_builder):
+def test_run_comparison_end_to_end_on_a_nad(tmp_path, linear_data, write_nad):
     import json
 
     from na_training.baselines.compare import run_comparison
 
     free, contact = linear_data
-    extra_push = simulate_episode(LINEAR, 4.0, seed=30, episode_id="push2",
-                                  force_profile=contact_force_profile(-PUSH, 0.8, 2.5))
-    restricted = [simulate_episode(LINEAR, 4.0, seed=40 + s, restriction_stiffness=0.6, episode_id=f"band{s}")
-                  for s in range(3)]
-    nad = _write_nad(nad_builder, tmp_path / "nad", [("free", "nominal", e) for e in free]
-                     + [("push", "nominal", e) for e in [*contact, extra_push]]
-                     + [("free", "restricted_joint3", e) for e in restricted])
+    extra_push = simulate(LINEAR, 30, "push2", "push", -PUSH, 0.8, 2.5)
+    restricted = [simulate(LINEAR, 40 + s, f"band{s}", restriction_stiffness=0.6) for s in range(3)]
+    # split seed 1: each instance's test episode is known
+    nad = write_nad(tmp_path / "nad", [*free, *contact, extra_push, *restricted], split_seed=1)
     results = run_comparison(nad, None, tmp_path / "out")
     assert results["episodes"] == {"train": 3, "test": 3, "force_test": 2, "no_contact_test": 1}
     for method in ("ID-Linear", "ID-Friction", "GMO"):
@@ -265,11 +266,11 @@ def test_compare_scores_a_learned_predictor_with_the_same_metrics(linear_data):
 
     free, contact = linear_data
 
-    def offset_predictor(episode: EpisodeArrays) -> dict[str, np.ndarray]:
+    def offset_predictor(episode: Episode) -> dict[str, np.ndarray]:
         # a stand-in learned model: the label plus 0.1 N on x, contact from the label, always nominal
         force = episode.force + np.array([0.1, 0.0, 0.0])
         return {"force": force, "contact_prob": episode.contact.astype(float),
-                "condition": np.ones((episode.n_frames, 5))}
+                "condition": np.ones((len(episode), 5))}
 
     results = compare_episodes(free[:2] + contact[:1], free[2:] + contact[1:], offset_predictor)
     assert results["force_mae"][LEARNED]["avg"] == pytest.approx(0.1 / 3)
@@ -329,15 +330,13 @@ def _constant_onnx_model(path, n_features: int, history: int = 9, names: list[st
     onnx.save(model, path)
 
 
-def test_run_comparison_runs_an_onnx_model(tmp_path, linear_data, nad_builder):
+def test_run_comparison_runs_an_onnx_model(tmp_path, linear_data, write_nad):
     from na_estimator.features import NUM_FEATURES
     from na_training.baselines.compare import LEARNED, run_comparison
 
     free, contact = linear_data
-    band = simulate_episode(LINEAR, 4.0, seed=50, restriction_stiffness=0.6, episode_id="band")
-    nad = _write_nad(nad_builder, tmp_path / "nad", [("free", "nominal", e) for e in free]
-                     + [("push", "nominal", contact[0]), ("push", "nominal", contact[1]),
-                        ("free", "restricted_joint3", band)])
+    band = simulate(LINEAR, 50, "band", restriction_stiffness=0.6)
+    nad = write_nad(tmp_path / "nad", [*free, *contact, band], split_seed=1)
     _constant_onnx_model(tmp_path / "model.onnx", NUM_FEATURES)
     results = run_comparison(nad, tmp_path / "model.onnx", tmp_path / "out")
     assert results["force_mae"][LEARNED]["free/0g"] == pytest.approx(0.0, abs=1e-9)   # zero force, zero label

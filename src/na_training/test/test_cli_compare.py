@@ -8,32 +8,35 @@ import numpy as np
 import pytest
 
 PUSH = np.array([2.0, -1.0, -2.5])     # N, environment on robot, base frame
+STEP = 0.00425                         # s: one MuJoCo step of the arm model per frame
 
 
-def _write_nad(nad_builder, root):
-    """A NAD v1 from synthetic episodes where the baselines' assumptions hold (linear current map, no friction).
+def _write_nad(write_nad, root):
+    """A NAD v1 from synthetic episodes where the baselines' assumptions hold (linear current map, no friction,
+    one plain Euler step per frame).
 
     Two episodes per task instance: one train, one test (the NAD split rule for n = 2)."""
-    from na_training.baselines.synthetic import SyntheticActuator, contact_force_profile, simulate_episode
+    from na_training.synthetic import SyntheticActuator, force_pulse, synthetic_episode
 
     actuator = SyntheticActuator(slope=np.array([1.7, 1.8, 1.6, 1.9]), offset=np.zeros(4))
+    frames = round(3.0 / STEP)
+
+    def episode(seed: int, episode_id: str, task: str, **options):
+        return synthetic_episode(frames, seed, actuator=actuator, frame_period=STEP, implicit_damping=False,
+                                 episode_id=episode_id, task=task, **options)
+
     episodes = []
     for s in range(2):
-        episodes.append(("free", "nominal", simulate_episode(actuator, 3.0, seed=s, episode_id=f"free{s}")))
-        episodes.append(("push", "nominal", simulate_episode(
-            actuator, 3.0, seed=10 + s, episode_id=f"push{s}",
-            force_profile=contact_force_profile(PUSH * (1 + 0.2 * s), 0.8, 2.2))))
-        episodes.append(("free", "restricted_joint3", simulate_episode(
-            actuator, 3.0, seed=20 + s, restriction_stiffness=0.6, episode_id=f"band{s}")))
-    return nad_builder.write(root, [
-        nad_builder.from_arrays(e, task, condition, condition_label=0.0 if condition.startswith("restricted") else 1.0,
-                                force_source="ft_sensor" if task == "push" else "none")
-        for task, condition, e in episodes])
+        episodes.append(episode(s, f"free{s}", "free"))
+        episodes.append(episode(10 + s, f"push{s}", "push",
+                                tool_force=force_pulse(frames, STEP, PUSH * (1 + 0.2 * s), 0.8, 2.2)))
+        episodes.append(episode(20 + s, f"band{s}", "free", restriction_stiffness=0.6))
+    return write_nad(root, episodes)
 
 
 @pytest.fixture(scope="module")
-def compare_nad(tmp_path_factory, nad_builder):
-    return _write_nad(nad_builder, tmp_path_factory.mktemp("compare") / "nad")
+def compare_nad(tmp_path_factory, write_nad):
+    return _write_nad(write_nad, tmp_path_factory.mktemp("compare") / "nad")
 
 
 def test_na_train_lists_eval_and_compare(capsys):

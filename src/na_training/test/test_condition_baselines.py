@@ -17,8 +17,8 @@ from na_training.baselines.condition import (
     window_features,
     window_starts,
 )
-from na_training.baselines.episodes import NOMINAL, RESTRICTED
-from na_training.baselines.synthetic import SyntheticActuator, simulate_episode
+from na_training.episode import NOMINAL, RESTRICTED
+from na_training.synthetic import SyntheticActuator, synthetic_episode
 
 ACTUATOR = SyntheticActuator(slope=np.array([1.7, 1.8, 1.6, 1.9]), offset=np.array([0.02, -0.03, 0.01, 0.0]))
 JOINT3 = 2
@@ -26,11 +26,11 @@ JOINT3 = 2
 
 @pytest.fixture(scope="module")
 def condition_windows() -> tuple[WindowSet, WindowSet]:
-    """Rubber-band-like spring on joint3 in every second episode; 0.017 s frames, noisy current."""
-    episodes = [simulate_episode(ACTUATOR, 3.0, seed=s, frame_period=0.017, current_noise=0.02,
-                                 restriction_stiffness=0.6 if s % 2 else 0.0, episode_id=f"ep{s}")
+    """Rubber-band-like spring on joint3 in every second episode; 3 s of 0.017 s frames, noisy current."""
+    episodes = [synthetic_episode(176, seed=s, actuator=ACTUATOR, current_noise=0.02,
+                                  restriction_stiffness=0.6 if s % 2 else 0.0, episode_id=f"ep{s}")
                 for s in range(12)]
-    assert {e.condition for e in episodes} == {NOMINAL, RESTRICTED}
+    assert {e.condition_label for e in episodes} == {NOMINAL, RESTRICTED}
     return build_windows(episodes[:8], JOINT3), build_windows(episodes[8:], JOINT3)
 
 

@@ -29,26 +29,26 @@ def _force_profile(task: str, payload: float) -> np.ndarray:
     return force
 
 
-def _write_nad(nad_builder, root):
+def _write_nad(write_nad, root):
     from na_training.synthetic import synthetic_episode
 
     episodes = []
     for k, (task, condition, payload) in enumerate(pair for pair in INSTANCES for _ in range(2)):
-        ep = synthetic_episode(FRAMES, seed=100 + k, force=_force_profile(task, payload))
-        episodes.append(nad_builder.from_simulation(
-            ep, f"ep{k}", task, task_instance=f"{task}/{payload:g}g", payload_grams=payload,
+        episodes.append(synthetic_episode(
+            FRAMES, seed=100 + k, tool_force=_force_profile(task, payload), episode_id=f"ep{k}", task=task,
+            task_instance=f"{task}/{payload:g}g", payload_grams=payload,
             force_source="ft_sensor" if task.startswith(("push", "nopush")) else "payload",
-            condition="nominal" if condition else "restricted_joint3", condition_label=condition, seed=k))
-    return nad_builder.write(root, episodes)
+            condition="nominal" if condition else "restricted_joint3", condition_label=condition))
+    return write_nad(root, episodes)
 
 
 @pytest.fixture(scope="module")
-def nad_and_run(tiny_config, synthetic_episodes, tmp_path_factory, nad_builder):
+def nad_and_run(tiny_config, synthetic_episodes, tmp_path_factory, write_nad):
     """The NAD and a run directory holding the untrained tiny model (checkpoint of step 0)."""
     from na_training.train import Trainer
 
     root = tmp_path_factory.mktemp("eval")
-    nad_dir = _write_nad(nad_builder, root / "nad")
+    nad_dir = _write_nad(write_nad, root / "nad")
     trainer = Trainer(tiny_config, synthetic_episodes[:2], run_dir=root / "run")
     trainer.fit(steps=0, progress=False)       # writes run.json, trains nothing
     trainer.save()
@@ -91,7 +91,6 @@ def test_streaming_metrics_use_the_comparison_selection(evaluated, nad_and_run):
     """Streaming force MAE, false contacts and condition metrics recomputed from the model itself."""
     from na_estimator.features import history_windows
     from na_training.baselines.metrics import classification_metrics, force_mae
-    from na_training.batches import from_nad_episode
     from na_training.nad import load_nad
     from na_training.train import load_trained_model
 
@@ -101,13 +100,12 @@ def test_streaming_metrics_use_the_comparison_selection(evaluated, nad_and_run):
     pad = np.asarray(model.feature_mean[...])
     stream = results["streaming"]
     truth, scores = [], []
-    for nad_episode in load_nad(nad_dir, "test"):
-        ep = from_nad_episode(nad_episode)
-        outputs = model(history_windows(ep.features, pad, model.config.history_length))
-        task = nad_episode.meta["task"]
+    for ep in load_nad(nad_dir, "test"):
+        outputs = model(history_windows(ep.features(), pad, model.config.history_length))
+        task = ep.meta["task"]
         if task != "pick_place_restricted":     # nominal episodes carry the force metrics
             expected = force_mae(np.asarray(outputs["force"]), ep.force, ep.force_valid)
-            assert stream["force_mae"][f"{task}/{nad_episode.meta['payload_grams']:g}g"] == pytest.approx(
+            assert stream["force_mae"][f"{task}/{ep.meta['payload_grams']:g}g"] == pytest.approx(
                 expected, rel=1e-4)
         if task == "nopush_px":
             assert stream["false_contact_rate"] == pytest.approx(np.mean(np.asarray(outputs["contact_prob"]) > 0.5))
@@ -125,8 +123,8 @@ def test_streaming_metrics_use_the_comparison_selection(evaluated, nad_and_run):
 def test_rollout_errors_match_the_training_rollout(evaluated, nad_and_run):
     """Joint/gripper MAE over whole episodes equal those of the training batch builder's windows."""
     from na_description import load_spec
-    from na_training.batches import WindowSampler
-    from na_training.evaluate import ROLLOUT_BATCH, RolloutEvaluator, load_split
+    from na_training.batches import RECORDED_INPUTS, WindowSampler
+    from na_training.evaluate import ROLLOUT_BATCH, RolloutEvaluator, group_of, load_split
     from na_training.train import load_trained_model
 
     _, _, results = evaluated
@@ -135,19 +133,18 @@ def test_rollout_errors_match_the_training_rollout(evaluated, nad_and_run):
     from na_training.config import config_from_dict
 
     config = config_from_dict(description["config"])
-    episodes = load_split(nad_dir, "test")
+    episodes = load_split(nad_dir, "test", [])
     horizon = FRAMES - 1
-    sampler = WindowSampler([e.training for e in episodes], np.asarray(model.feature_mean[...]),
+    sampler = WindowSampler(episodes, np.asarray(model.feature_mean[...]),
                             model.config.history_length, label_shift=1)
     picks = [(k % len(episodes), 0) for k in range(ROLLOUT_BATCH)]
     batch = sampler.windows(picks, horizon)
     evaluator = RolloutEvaluator(model, config, load_spec())
-    outputs = evaluator._run(evaluator._params, {k: batch[k] for k in
-                                                 ("history", "qpos0", "qvel0", "goal", "effort", "voltage",
-                                                  "temperature")})
+    outputs = evaluator._run(evaluator._params, {k: batch[k] for k in ("history", "qpos0", "qvel0",
+                                                                       *RECORDED_INPUTS)})
     error = np.abs(np.asarray(outputs["qpos"]) - batch["target_qpos"])
     for k, ep in enumerate(episodes):
-        row = results["rollout"]["200"]["rows"][ep.group]
+        row = results["rollout"]["200"]["rows"][group_of(ep)]
         assert row["joint2"] == pytest.approx(np.degrees(error[k, :, 1].mean()), rel=1e-6)
         assert row["gripper"] == pytest.approx(1000 * error[k, :, 4].mean(), rel=1e-6)
 

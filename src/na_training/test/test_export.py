@@ -45,13 +45,13 @@ def run_onnx(path, windows: np.ndarray) -> dict[str, np.ndarray]:
 def trained_like(synthetic_episodes):
     config = config_from_dict({"model": {"d_model": 16, "num_heads": 2, "d_ff": 32, "num_blocks": 1,
                                          "head_hidden": 16}, "dataset_id": "nad-test"})
-    frames = np.concatenate([ep.features for ep in synthetic_episodes])
+    frames = np.concatenate([ep.features() for ep in synthetic_episodes])
     stats = FeatureStats.fit(frames)
     model = build_model(config.model, seed=7)
     model.set_feature_stats(stats.mean, stats.std)
     description = describe_run(config, stats, load_spec(), parameter_count(model), step=12)
-    real = history_windows(synthetic_episodes[0].features, stats.mean)[::5]
-    calibration = history_windows(synthetic_episodes[1].features, stats.mean)[::5]
+    real = history_windows(synthetic_episodes[0].features(), stats.mean)[::5]
+    calibration = history_windows(synthetic_episodes[1].features(), stats.mean)[::5]
     return model, description, real, calibration
 
 

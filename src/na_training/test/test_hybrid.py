@@ -2,6 +2,7 @@
 losses, the step schedule, inverse-dynamics torque labels, progress lines, the MLP baseline."""
 
 import io
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,10 +20,10 @@ from na_training.windows import RecordedWindows
 
 def test_recorded_windows_are_the_live_estimators_windows(synthetic_episodes):
     episode = synthetic_episodes[0]
-    pad = episode.features.mean(axis=0)
+    pad = episode.features().mean(axis=0)
     data = RecordedWindows([episode], pad, history_length=9, label_shift=0)
     live = HistoryWindow(pad, length=9)
-    expected = np.stack([live.push(frame) for frame in episode.features])   # one frame at a time, as the node
+    expected = np.stack([live.push(frame) for frame in episode.features()])   # one frame at a time, as the node
     assert len(data) == len(episode)
     np.testing.assert_allclose(data.arrays["windows"], expected.astype(np.float32))
     np.testing.assert_array_equal(data.arrays["force"], episode.force.astype(np.float32))
@@ -30,9 +31,10 @@ def test_recorded_windows_are_the_live_estimators_windows(synthetic_episodes):
 
 def test_labels_are_shifted_and_windows_over_invalid_frames_are_dropped(synthetic_episodes):
     episode = synthetic_episodes[1]
-    episode = type(episode)(**{**episode.__dict__, "valid": episode.valid.copy()})
-    episode.valid[50] = False
-    data = RecordedWindows([episode], episode.features[0], history_length=9, label_shift=2)
+    frame_valid = np.ones(len(episode), bool)
+    frame_valid[50] = False
+    episode = replace(episode, columns={**episode.columns, "frame_valid": frame_valid})
+    data = RecordedWindows([episode], episode.features()[0], history_length=9, label_shift=2)
     frames = data.arrays["frame"]
     # frames 50..58 see frame 50 in their window; 48 has its label at 50; the last two have no label
     for gone in (48, 50, 54, 58, len(episode) - 2, len(episode) - 1):
@@ -40,16 +42,18 @@ def test_labels_are_shifted_and_windows_over_invalid_frames_are_dropped(syntheti
     assert 47 in frames and 59 in frames
     np.testing.assert_array_equal(data.arrays["force"][frames == 47][0], episode.force[49].astype(np.float32))
     with pytest.raises(DataError, match="label_shift"):
-        RecordedWindows([episode], episode.features[0], 9, label_shift=-1)
+        RecordedWindows([episode], episode.features()[0], 9, label_shift=-1)
 
 
 def test_gate_target_is_the_contact_label_when_recorded(synthetic_episodes):
     episode = synthetic_episodes[0]
     contact = np.zeros(len(episode), bool)
     contact[20:40] = True
-    episode = type(episode)(**{**episode.__dict__, "contact": contact})
-    by_label = RecordedWindows([episode], episode.features[0], 9, gate_rule="contact")
-    by_force = RecordedWindows([episode], episode.features[0], 9, gate_rule="force_threshold",
+    force = np.zeros(len(episode))
+    force[60:90] = -2.0
+    episode = replace(episode, columns={**episode.columns, "contact": contact, "force_z": force})
+    by_label = RecordedWindows([episode], episode.features()[0], 9, gate_rule="contact")
+    by_force = RecordedWindows([episode], episode.features()[0], 9, gate_rule="force_threshold",
                                contact_threshold=0.01)
     np.testing.assert_array_equal(by_label.arrays["contact"], contact)
     np.testing.assert_array_equal(by_force.arrays["contact"], np.linalg.norm(episode.force, axis=1) > 0.01)
@@ -177,20 +181,21 @@ def test_mlp_baseline_is_deterministic_and_learns(synthetic_episodes):
     from na_training.baselines.mlp import MLPConfig, MLPForce
 
     def with_force(episode):       # a learnable label: linear in the current frame's currents
-        force = np.c_[episode.effort[:, 0], np.zeros(len(episode)), -2.0 * episode.effort[:, 1]]
-        return type(episode)(**{**episode.__dict__, "force": force})
+        force = {"force_x": episode.effort[:, 0], "force_y": np.zeros(len(episode)),
+                 "force_z": -2.0 * episode.effort[:, 1]}
+        return replace(episode, columns={**episode.columns, **force})
 
     train = [with_force(e) for e in synthetic_episodes[:2]]
     episode = train[0]
     config = MLPConfig(hidden=32, steps=300, batch_size=128, seed=3)
     first, second = MLPForce(config), MLPForce(config)
-    first.fit_training(train)
-    second.fit_training(train)
-    a, b = first.predict_features(episode.features), second.predict_features(episode.features)
+    first.fit(train)
+    second.fit(train)
+    a, b = first.predict_features(episode.features()), second.predict_features(episode.features())
     np.testing.assert_array_equal(a, b)
     assert a.shape == (len(episode), 3)
     zero = np.mean(np.abs(episode.force))
     assert np.mean(np.abs(a - episode.force)) < 0.5 * zero      # fits its training data far better than zero
     other = MLPForce(MLPConfig(hidden=32, steps=300, batch_size=128, seed=4))
-    other.fit_training(train)
-    assert not np.array_equal(other.predict_features(episode.features), a)
+    other.fit(train)
+    assert not np.array_equal(other.predict_features(episode.features()), a)

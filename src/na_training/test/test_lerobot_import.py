@@ -150,7 +150,8 @@ def test_import_maps_values_and_units(tmp_path: Path) -> None:
             assert np.all(ep.columns[f"input_voltage_{joint}"] == 12.0)
             assert np.all(ep.columns[f"temperature_{joint}"] == 25.0)
         np.testing.assert_allclose(ep.time, np.arange(frames) / 30.0, atol=1e-6)
-        assert ep.valid.all() and not ep.contact.any() and not ep.force_valid.any() and np.isnan(ep.force).all()
+        assert ep.valid.all() and not ep.contact.any() and not ep.force_valid.any() and not ep.force.any()
+        assert np.isnan(ep.stack(["force_x", "force_y", "force_z"])).all()          # stored as no label
         assert np.all(ep.condition == 1.0)
         assert ep.features().shape == (frames, 43)
 

@@ -88,8 +88,9 @@ def test_round_trip_keeps_values_dtypes_and_units(tmp_path: Path) -> None:
         assert episode.columns["stale_joint1"].dtype == bool
         assert episode.columns["hardware_error_joint3"].dtype == np.uint8
         assert episode.per_joint("current").shape == (20, 5)
-        assert np.array_equal(episode.force[:, 1], data["force_y"])
-        assert episode.condition.shape == (20, 1)
+        assert np.array_equal(episode.force[:, 1], np.where(data["force_valid_y"], data["force_y"], 0.0))
+        assert np.array_equal(episode.force_valid[:, 1], data["force_valid_y"])
+        assert np.array_equal(episode.condition, data["condition_joint3"])
     schema = pq.read_schema(tmp_path / "nad" / "data" / "episode_000000.parquet")
     assert schema.field("current_joint2").metadata[b"unit"] == b"A"
     info = nad.read_info(tmp_path / "nad")

@@ -56,14 +56,15 @@ def test_torque_is_clipped_to_spec_bounds_and_velocity_to_10_rad_s(simulator, ru
 def test_features_of_the_simulated_state_follow_the_contract(simulator, synthetic_episodes):
     episode = synthetic_episodes[1]
     feats = jax.jit(lambda *a: simulated_features(load_spec(), *a))(
-        episode.goal, episode.qpos, episode.qvel, episode.effort, episode.voltage, episode.temperature)
+        episode.command_position, episode.qpos, episode.qvel, episode.effort, episode.input_voltage,
+        episode.temperature)
     assert feats.shape == (len(episode), NUM_FEATURES)
-    np.testing.assert_allclose(np.asarray(feats), episode.features, atol=1e-9)
-    assert np.allclose(episode.features, episode_features({
-        "goal_position": episode.goal, "position": np.c_[episode.qpos[:, :4], np.zeros(len(episode))],
+    np.testing.assert_allclose(np.asarray(feats), episode.features(), atol=1e-9)
+    assert np.allclose(episode.features(), episode_features({      # the contract's goal input is the command
+        "goal_position": episode.command_position, "position": np.c_[episode.qpos[:, :4], np.zeros(len(episode))],
         "gripper_slide": episode.qpos[:, 4], "current": episode.effort,
         "velocity": np.c_[episode.qvel[:, :4], episode.qvel[:, 4] / load_spec().gripper.slope],
-        "input_voltage": episode.voltage, "temperature": episode.temperature}))
+        "input_voltage": episode.input_voltage, "temperature": episode.temperature}))
 
 
 def test_substeps_must_make_one_data_frame():

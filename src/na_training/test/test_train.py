@@ -20,13 +20,15 @@ def test_smooth_l1_matches_its_definition():
 
 def test_windows_pair_inputs_at_t_with_targets_at_t_plus_1(synthetic_episodes):
     episode = synthetic_episodes[0]
-    sampler = WindowSampler([episode], episode.features.mean(axis=0), history_length=9)
+    features = episode.features()
+    sampler = WindowSampler([episode], features.mean(axis=0), history_length=9)
     batch = sampler.windows([(0, 3)], horizon=5)
     np.testing.assert_array_equal(batch["qpos0"][0], episode.qpos[3])
     np.testing.assert_array_equal(batch["target_qpos"][0], episode.qpos[4:9])
+    np.testing.assert_array_equal(batch["command"][0], episode.command_position[3:8])
     np.testing.assert_array_equal(batch["force"][0], episode.force[4:9])
-    np.testing.assert_array_equal(batch["history"][0, -3:], episode.features[:3])
-    np.testing.assert_array_equal(batch["history"][0, 0], episode.features.mean(axis=0))
+    np.testing.assert_array_equal(batch["history"][0, -3:], features[:3])
+    np.testing.assert_array_equal(batch["history"][0, 0], features.mean(axis=0))
     with pytest.raises(DataError, match="horizon"):
         sampler.starts(len(episode))
 
@@ -81,21 +83,20 @@ def test_cli_reports_bad_input(tmp_path, capsys):
     assert "fit" in capsys.readouterr().out
 
 
-def test_nad_episodes_adapt_to_training_episodes(synthetic_episodes, tmp_path, nad_builder):
-    from na_training.batches import from_nad_episode
+def test_a_written_and_loaded_episode_trains_as_the_one_in_memory(synthetic_episodes, tmp_path, write_nad):
+    from na_training.batches import condition_labels
     from na_training.nad import load_nad
 
-    nad_builder.write(tmp_path / "nad", [nad_builder.from_simulation(ep, f"ep{k}", contact=np.zeros(len(ep), bool))
-                                         for k, ep in enumerate(synthetic_episodes)])
-    loaded = sorted(load_nad(tmp_path / "nad"), key=lambda ep: ep.meta["episode_id"])
-    for nad_episode, original in zip(loaded, synthetic_episodes, strict=True):
-        adapted = from_nad_episode(nad_episode)
-        np.testing.assert_allclose(adapted.features, original.features, atol=1e-9)
-        np.testing.assert_allclose(adapted.qpos, original.qpos, atol=1e-12)
-        np.testing.assert_allclose(adapted.qvel, original.qvel, atol=1e-9)
-        np.testing.assert_array_equal(adapted.force, original.force)
-        assert adapted.condition_supervised and np.all(adapted.condition == 1.0)
-        assert from_nad_episode(nad_episode, condition_tasks=("pick_place",)).condition_supervised is False
+    write_nad(tmp_path / "nad", synthetic_episodes)
+    loaded = sorted(load_nad(tmp_path / "nad"), key=lambda ep: ep.name)
+    for episode, original in zip(loaded, synthetic_episodes, strict=True):
+        np.testing.assert_array_equal(episode.features(), original.features())
+        np.testing.assert_array_equal(episode.qpos, original.qpos)
+        np.testing.assert_array_equal(episode.qvel, original.qvel)
+        np.testing.assert_array_equal(episode.force, original.force)
+        label, supervised = condition_labels(episode)
+        assert np.all(label == 1.0) and supervised.all()
+        assert not condition_labels(episode, tasks=("pick_place",))[1].any()
 
 
 @pytest.fixture(scope="module")

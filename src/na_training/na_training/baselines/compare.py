@@ -8,8 +8,8 @@ method's native granularity (64-frame windows for the baselines, frames for the 
 baselines are fitted and scored on nominal episodes only: a restricted joint's extra torque is
 not a tool force.
 
-The core, :func:`compare_episodes`, works from :class:`EpisodeArrays`; :func:`run_comparison`
-adapts the NAD loader (``na_training.nad.load_nad``) and an exported ONNX model to it.
+The core, :func:`compare_episodes`, works from :class:`na_training.episode.Episode`; :func:`run_comparison`
+loads them from a NAD (``na_training.nad.load_usable``) and runs an exported ONNX model over them.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from na_description.servo_tables import datasheet_torque_per_effort
 from na_description.spec import RobotSpec, load_spec, robot_option_help
+from na_estimator.features import history_windows
 from na_training.baselines.condition import (
     WINDOW_SIZE,
     build_windows,
@@ -34,7 +35,6 @@ from na_training.baselines.condition import (
 )
 from na_training.baselines.contact import ContactDetector
 from na_training.baselines.dynamics import InverseDynamicsCache, RigidBodyModel
-from na_training.baselines.episodes import RESTRICTED, EpisodeArrays, episode_arrays_from_nad, fill_gaps
 from na_training.baselines.id_friction import IDFriction
 from na_training.baselines.id_linear import MIN_SLOPE_FRACTION, IDLinear
 from na_training.baselines.metrics import (
@@ -45,12 +45,14 @@ from na_training.baselines.metrics import (
 )
 from na_training.baselines.mlp import MLPConfig, MLPForce
 from na_training.baselines.momentum_observer import MomentumObserver
+from na_training.episode import RESTRICTED, Episode
+from na_training.nad import load_usable, read_info, robot_spec
 from na_training.progress import is_terminal
 
 LEARNED = "NeuralActuator"
 DATA_DRIVEN = (MLPForce.name,)   # learned baselines: not part of "best classical"
 # Predictor of a learned model: episode -> {"force": [T, 3], "contact_prob": [T], "condition": [T, n_motors]}
-Predictor = Callable[[EpisodeArrays], dict[str, np.ndarray]]
+Predictor = Callable[[Episode], dict[str, np.ndarray]]
 
 
 def _log(message: str) -> None:
@@ -70,19 +72,18 @@ def _force_methods(spec: RobotSpec, mlp: MLPConfig | None = None) -> list:
     return methods + ([MLPForce(mlp, spec)] if mlp is not None else [])
 
 
-def _estimate_all(method, episodes: Sequence[EpisodeArrays], label: str) -> list[np.ndarray]:
+def _estimate_all(method, episodes: Sequence[Episode], label: str) -> list[np.ndarray]:
     return [method.estimate(e) for e in tqdm(episodes, desc=label, unit="episode", leave=False, file=sys.stderr,
                                                     disable=not is_terminal(sys.stderr))]
 
 
-def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArrays],
+def compare_episodes(train: Sequence[Episode], test: Sequence[Episode],
                      predictor: Predictor | None = None, seed: int = 0,
                      condition_joint: str | None = None, spec: RobotSpec | None = None,
                      mlp: MLPConfig | None = None) -> dict:
     """Fit the baselines on ``train``, score them (and ``predictor``) on ``test``; a JSON-ready dict.
 
-    ``mlp``: also the data-driven MLP baseline (:mod:`.mlp`) with this config, when every episode
-    carries its NAD episode (``extra["nad_episode"]``); otherwise it is skipped with a note.
+    ``mlp``: also the data-driven MLP baseline (:mod:`.mlp`) with this config.
     ``condition_joint``: the supervised joint of the condition experiment (default the spec's)."""
     spec = spec or load_spec()
     condition_joint = condition_joint or spec.condition_joint
@@ -90,7 +91,7 @@ def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArray
         raise ValueError("no test episodes to compare on")
     force_test = [e for e in test if e.is_nominal and e.has_force_label]
     quiet_test = [e for e in test if e.is_nominal and e.has_no_contact()]
-    contact_test = [e for e in test if e.is_nominal and e.contact is not None]
+    contact_test = [e for e in test if e.is_nominal]
     results: dict = {
         "episodes": {"train": len(train), "test": len(test), "force_test": len(force_test),
                      "no_contact_test": len(quiet_test)},
@@ -107,7 +108,7 @@ def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArray
         by_id = {id(e): k for k, e in enumerate(test)}
         results["force_mae"][name] = force_mae_by_group(
             groups, [forces[by_id[id(e)]] for e in force_test], [e.force for e in force_test],
-            [e.force_valid for e in force_test])
+            [e.force_mask for e in force_test])
         results["false_contact_rate"][name] = false_contact_rate([contacts[by_id[id(e)]] for e in quiet_test])
         if contact_test:
             results["contact"][name] = classification_metrics(
@@ -116,12 +117,6 @@ def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArray
                 np.concatenate([contact_score[by_id[id(e)]] for e in contact_test]))
 
     fit_train = [e for e in train if e.is_nominal]
-    # contact labels to tune the |f| threshold on; a force-free episode without them has none
-    contact_train = [e for e in fit_train if e.contact is not None or e.force_source == "none"]
-    contact_labels = [e.contact if e.contact is not None else np.zeros(e.n_frames, bool) for e in contact_train]
-    if mlp is not None and not all("nad_episode" in e.extra for e in (*train, *test)):
-        results["notes"].append(f"{MLPForce.name} skipped: it needs the episodes' NAD feature columns")
-        mlp = None
     for method in _force_methods(spec, mlp):
         try:
             _log(f"[compare] fitting {method.name} on {len(fit_train)} nominal training episodes")
@@ -132,8 +127,8 @@ def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArray
             continue
         results["notes"] += [f"{method.name}: {note}" for note in report.get("notes", [])]
         detector = ContactDetector()
-        report["contact"] = detector.fit(_estimate_all(method, contact_train, f"{method.name} train"),
-                                         contact_labels)
+        report["contact"] = detector.fit(_estimate_all(method, fit_train, f"{method.name} train"),
+                                         [e.contact for e in fit_train])
         forces = _estimate_all(method, test, f"{method.name} test")
         score_force(method.name, forces, [detector.predict(f) for f in forces],
                     [np.linalg.norm(f, axis=1) for f in forces])
@@ -160,7 +155,7 @@ def compare_episodes(train: Sequence[EpisodeArrays], test: Sequence[EpisodeArray
         if labelled and "condition" in outputs[0]:
             # the model's condition score is 1 for nominal: restricted score = 1 − score (positive class)
             restricted_score = np.concatenate([1.0 - np.asarray(o["condition"])[:, joint_index] for _, o in labelled])
-            truth = np.concatenate([np.full(e.n_frames, int(e.condition) == RESTRICTED) for e, _ in labelled])
+            truth = np.concatenate([np.full(len(e), e.condition_label == RESTRICTED) for e, _ in labelled])
             results["condition"][LEARNED] = {**classification_metrics(truth, restricted_score > 0.5, restricted_score),
                                              "granularity": "frames"}
     results["best_classical_to_learned_force_mae"] = _best_ratio(results["force_mae"])
@@ -242,17 +237,6 @@ def write_report(results: dict, out_dir: str | Path) -> dict[str, Path]:
 
 # ------------------------------------------------------------------------------------ NAD and model adapters
 
-def _adapt_or_skip(episode, spec: RobotSpec, skipped: list[str]) -> EpisodeArrays | None:
-    """The adapted episode, or None (with the reason appended to ``skipped``) when it is unusable."""
-    try:
-        return episode_arrays_from_nad(episode, spec)
-    except ValueError as err:
-        message = f"episode {episode.meta.get('episode_id', '?')} skipped: {err}"
-        _log(f"[compare] {message}")
-        skipped.append(message)
-        return None
-
-
 class OnnxPredictor:
     """Runs an exported ``model.onnx`` over whole NAD episodes with causal history windows."""
 
@@ -284,13 +268,8 @@ class OnnxPredictor:
                 return np.asarray(value["mean"] if isinstance(value, dict) else value, dtype=float)
         return None
 
-    def __call__(self, episode: EpisodeArrays) -> dict[str, np.ndarray]:
-        from na_estimator.features import history_windows
-
-        nad_episode = episode.extra.get("nad_episode")
-        if nad_episode is None:
-            raise ValueError(f"episode {episode.episode_id}: the ONNX model needs the NAD episode's feature columns")
-        features = np.nan_to_num(fill_gaps(nad_episode.features()))
+    def __call__(self, episode: Episode) -> dict[str, np.ndarray]:
+        features = episode.filled_features()
         pad = self.pad_frame if self.pad_frame is not None else features[0]
         windows = history_windows(features, pad, self.history).astype(np.float32)
         outputs: dict[str, list[np.ndarray]] = {}
@@ -334,8 +313,6 @@ def run_comparison(nad_path: str | Path, model_path: str | Path | None, out_dir:
     ``model_path``: exported ``model.onnx``, a training run directory (exported first), or None
     for the baselines alone. ``robot``: must name the NAD's robot when given.
     """
-    from na_training.nad import load_nad, read_info, robot_spec
-
     # The model is checked before the (long) NAD load: against the NAD's robot when its info is readable.
     has_info = (Path(nad_path) / "meta" / "info.json").is_file()
     spec = robot_spec(read_info(nad_path), robot) if has_info else load_spec(robot)
@@ -343,8 +320,9 @@ def run_comparison(nad_path: str | Path, model_path: str | Path | None, out_dir:
     predictor = OnnxPredictor(model_file, spec) if model_file is not None else None   # refused before any work
     _log(f"[compare] loading {nad_path}")
     skipped: list[str] = []
-    train, test = ([a for e in load_nad(nad_path, split) if (a := _adapt_or_skip(e, spec, skipped)) is not None]
-                   for split in ("train", "test"))
+    train, test = (load_usable(nad_path, split, skipped) for split in ("train", "test"))
+    for message in skipped:
+        _log(f"[compare] {message}")
     if not train or not test:
         raise ValueError(f"{nad_path}: need train and test episodes (found {len(train)} train, {len(test)} test)")
     results = compare_episodes(train, test, predictor, seed=seed, spec=spec, mlp=mlp)

@@ -7,7 +7,7 @@ standardised with the training windows' statistics only (the scaler sits inside 
 so it is fitted on training windows and merely applied to test windows).
 
 The 20 features (paper Sec. IV-G, our concrete definitions), for current i (A), velocity q̇,
-position q and goal position g of the joint over one window:
+position q and command g (the goal sent to the follower, NAD command_position) of the joint over one window:
   current stats  : mean, std, max, min, skewness, excess kurtosis of i
   tracking error : mean |e|, max |e|, std e, with e = g − q (rad)
   temporal       : mean |di/dt|, max |di/dt| (A/s), mean |q̈| (rad/s², from q̇), trend = slope of i over t (A/s)
@@ -29,27 +29,22 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
-from na_training.baselines.episodes import RESTRICTED, EpisodeArrays
 from na_training.baselines.metrics import classification_metrics
+from na_training.episode import RESTRICTED, Episode
 
 
-def condition_experiment(train: Sequence, test: Sequence) -> tuple[list, list]:
+def condition_experiment(train: Sequence[Episode], test: Sequence[Episode]) -> tuple[list[Episode], list[Episode]]:
     """The episodes of the motor-condition experiment (paper Sec. IV-G): those of every task that is
     also recorded restricted (``pick_place`` with ``pick_place_restricted``), both conditions. Every
-    method is scored on these; other episodes carry a nominal label but are not part of it.
-
-    Works on ``EpisodeArrays`` or on objects holding one as ``arrays``."""
-    def arrays(e) -> EpisodeArrays:
-        return getattr(e, "arrays", e)
-
+    method is scored on these; other episodes carry a nominal label but are not part of it."""
     def base(task: str) -> str:
         return task.removesuffix("_restricted")
 
-    labelled = [e for e in (*train, *test) if arrays(e).condition is not None]
-    tasks = {base(arrays(e).task) for e in labelled if int(arrays(e).condition) == RESTRICTED}
+    labelled = [e for e in (*train, *test) if e.condition_label is not None]
+    tasks = {base(e.task) for e in labelled if e.condition_label == RESTRICTED}
     # Without any restricted episode there is no such experiment: keep every labelled episode so that
     # a learned condition head can still be scored (the baselines then say they cannot be trained).
-    keep = {id(e) for e in labelled if not tasks or base(arrays(e).task) in tasks}
+    keep = {id(e) for e in labelled if not tasks or base(e.task) in tasks}
     return [e for e in train if id(e) in keep], [e for e in test if id(e) in keep]
 
 WINDOW_SIZE = 64          # frames (paper Sec. IV-G)
@@ -133,24 +128,25 @@ class WindowSet:
         return int(self.features.shape[0])
 
 
-def episode_windows(episode: EpisodeArrays, joint_index: int, size: int = WINDOW_SIZE,
+def episode_windows(episode: Episode, joint_index: int, size: int = WINDOW_SIZE,
                     overlap: float = WINDOW_OVERLAP) -> WindowSet:
-    """Windows of one episode, labelled with the episode's condition."""
-    starts = window_starts(episode.n_frames, size, overlap)
+    """Windows of one episode, labelled with the episode's condition; the goal of the tracking error is the
+    command sent to the follower."""
+    starts = window_starts(len(episode), size, overlap)
     j = joint_index
-    goal = episode.goal_position[:, j] if episode.goal_position is not None else episode.position[:, j]
-    columns = [_windows(x, starts, size) for x in (episode.effort[:, j], episode.velocity[:, j],
-                                                   episode.position[:, j], goal, episode.time)]
+    arrays = (episode.arm(episode.spec.effort_signal)[:, j], episode.arm("velocity")[:, j],
+              episode.arm("position")[:, j], episode.arm("command_position")[:, j], episode.time)
+    columns = [_windows(x, starts, size) for x in arrays]
     features = window_features(*columns) if starts.size else np.zeros((0, len(FEATURE_NAMES)))
-    restricted = np.full(starts.size, episode.condition is not None and int(episode.condition) == RESTRICTED)
+    restricted = np.full(starts.size, episode.condition_label == RESTRICTED)
     return WindowSet(features, np.abs(columns[0]).mean(1) if starts.size else np.zeros(0), restricted,
-                     np.full(starts.size, str(episode.episode_id), dtype=object), starts)
+                     np.full(starts.size, episode.name, dtype=object), starts)
 
 
-def build_windows(episodes: list[EpisodeArrays], joint_index: int, size: int = WINDOW_SIZE,
+def build_windows(episodes: Sequence[Episode], joint_index: int, size: int = WINDOW_SIZE,
                   overlap: float = WINDOW_OVERLAP) -> WindowSet:
     """Windows of every episode with a condition label (windows never cross episodes)."""
-    parts = [episode_windows(e, joint_index, size, overlap) for e in episodes if e.condition is not None]
+    parts = [episode_windows(e, joint_index, size, overlap) for e in episodes if e.condition_label is not None]
     if not parts:
         return WindowSet(np.zeros((0, len(FEATURE_NAMES))), np.zeros(0), np.zeros(0, bool),
                          np.zeros(0, dtype=object), np.zeros(0, int))

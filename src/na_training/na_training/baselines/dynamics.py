@@ -13,6 +13,7 @@ import numpy as np
 
 from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
 from na_description.spec import RobotSpec, load_spec
+from na_training.episode import Episode, fill_gaps
 
 ACCEL_SCHEMES = ("central", "backward", "forward")
 
@@ -163,15 +164,15 @@ class InverseDynamicsCache:
         self.smoothing_frames = smoothing_frames
         self._store: dict[int, tuple[object, np.ndarray, np.ndarray]] = {}
 
-    def get(self, episode) -> tuple[np.ndarray, np.ndarray]:
-        """(τ_ID [T, n], Jv [T, 3, n]) of an :class:`EpisodeArrays`."""
+    def get(self, episode: Episode) -> tuple[np.ndarray, np.ndarray]:
+        """(τ_ID [T, n], Jv [T, 3, n]) of an episode's arm joints."""
         key = id(episode)
         hit = self._store.get(key)
         if hit is not None and hit[0] is episode:
             return hit[1], hit[2]
-        acc = finite_difference_acceleration(episode.velocity, episode.time, self.accel_scheme,
-                                             self.smoothing_frames)
-        tau, jac = self.rigid_body.inverse_dynamics(episode.position, episode.velocity, acc,
-                                                    episode.gripper_slide)
+        velocity = episode.arm("velocity")
+        acc = finite_difference_acceleration(velocity, episode.time, self.accel_scheme, self.smoothing_frames)
+        tau, jac = self.rigid_body.inverse_dynamics(episode.arm("position"), velocity, acc,
+                                                    fill_gaps(episode.gripper_slide))
         self._store[key] = (episode, tau, jac)
         return tau, jac

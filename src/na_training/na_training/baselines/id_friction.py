@@ -20,8 +20,8 @@ import numpy as np
 from scipy.optimize import lsq_linear, minimize_scalar
 
 from na_training.baselines.dynamics import InverseDynamicsCache
-from na_training.baselines.episodes import EpisodeArrays
 from na_training.baselines.id_linear import DEFAULT_MIN_SLOPE, IDLinear, free_motion_training_frames
+from na_training.episode import Episode
 
 # Smoothing of sgn(q̇): a bit below the XM430 velocity resolution, 0.229 rpm ≈ 0.024 rad/s
 # (docs/REFERENCES.md, XM430-W350).
@@ -114,15 +114,16 @@ class IDFriction(IDLinear):
         self.backlash_velocity = backlash_velocity
         self.friction_map: FrictionCurrentMap | None = None
 
-    def fit(self, episodes: list[EpisodeArrays]) -> dict:
+    def fit(self, episodes: list[Episode]) -> dict:
         current, velocity, flank, tau = [], [], [], []
         for episode, mask in free_motion_training_frames(episodes):
             tau_id, _ = self.cache.get(episode)
             tau.append(tau_id[mask])
-            current.append(episode.effort[mask])
-            velocity.append(episode.velocity[mask])
+            arm_velocity = episode.arm("velocity")
+            current.append(episode.arm(episode.spec.effort_signal)[mask])
+            velocity.append(arm_velocity[mask])
             # the flank state needs the whole history, so compute it before masking
-            flank.append(backlash_flank(episode.velocity, self.backlash_velocity)[mask])
+            flank.append(backlash_flank(arm_velocity, self.backlash_velocity)[mask])
         current, velocity, flank, tau = (np.concatenate(x) for x in (current, velocity, flank, tau))
         n = current.shape[1]
         params = np.zeros((n, 6))
@@ -148,7 +149,7 @@ class IDFriction(IDLinear):
                       for name in clamped],
         }
 
-    def actuator_torque(self, episode: EpisodeArrays) -> np.ndarray:
+    def actuator_torque(self, episode: Episode) -> np.ndarray:
         if self.friction_map is None:
             raise RuntimeError(f"{self.name}: call fit() before estimating")
-        return self.friction_map.torque(episode.effort, episode.velocity)
+        return self.friction_map.torque(episode.arm(episode.spec.effort_signal), episode.arm("velocity"))

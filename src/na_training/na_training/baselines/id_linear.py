@@ -8,7 +8,7 @@ import numpy as np
 
 from na_description import xm430
 from na_training.baselines.dynamics import InverseDynamicsCache, force_from_joint_residual
-from na_training.baselines.episodes import EpisodeArrays
+from na_training.episode import Episode
 
 # XM430-W350 stall torque / stall current at 12 V = 4.1 N·m / 2.3 A ≈ 1.78 N·m/A (docs/REFERENCES.md, XM430-W350).
 DATASHEET_TORQUE_CONSTANT = xm430.STALL_TORQUE_12V / xm430.STALL_CURRENT_12V
@@ -18,7 +18,7 @@ MIN_SLOPE_FRACTION = 0.01
 DEFAULT_MIN_SLOPE = MIN_SLOPE_FRACTION * DATASHEET_TORQUE_CONSTANT
 
 
-def free_motion_training_frames(episodes: list[EpisodeArrays]) -> list[tuple[EpisodeArrays, np.ndarray]]:
+def free_motion_training_frames(episodes: list[Episode]) -> list[tuple[Episode, np.ndarray]]:
     """(episode, frame mask) pairs of nominal, force-free frames to fit actuator maps on."""
     selected = []
     for episode in episodes:
@@ -89,16 +89,16 @@ class IDLinear:
     def joint_names(self) -> list[str]:
         return self.cache.rigid_body.arm_joints
 
-    def _stack(self, episodes: list[EpisodeArrays]) -> dict[str, np.ndarray]:
+    def _stack(self, episodes: list[Episode]) -> dict[str, np.ndarray]:
         columns: dict[str, list[np.ndarray]] = {"tau": [], "current": [], "velocity": []}
         for episode, mask in free_motion_training_frames(episodes):
             tau, _ = self.cache.get(episode)
             columns["tau"].append(tau[mask])
-            columns["current"].append(episode.effort[mask])
-            columns["velocity"].append(episode.velocity[mask])
+            columns["current"].append(episode.arm(episode.spec.effort_signal)[mask])
+            columns["velocity"].append(episode.arm("velocity")[mask])
         return {k: np.concatenate(v) for k, v in columns.items()}
 
-    def fit(self, episodes: list[EpisodeArrays]) -> dict:
+    def fit(self, episodes: list[Episode]) -> dict:
         """Fit Kt, b per joint on the free-motion frames; returns a JSON-ready report."""
         data = self._stack(episodes)
         self.current_map = fit_linear_current_map(data["current"], data["tau"], self.min_slope)
@@ -112,17 +112,17 @@ class IDLinear:
             "notes": describe_slopes(self.joint_names, self.current_map, self.min_slope, self.effort_unit),
         }
 
-    def actuator_torque(self, episode: EpisodeArrays) -> np.ndarray:
+    def actuator_torque(self, episode: Episode) -> np.ndarray:
         if self.current_map is None:
             raise RuntimeError(f"{self.name}: call fit() before estimating")
-        return self.current_map.torque(episode.effort)
+        return self.current_map.torque(episode.arm(episode.spec.effort_signal))
 
-    def joint_residual(self, episode: EpisodeArrays) -> np.ndarray:
+    def joint_residual(self, episode: Episode) -> np.ndarray:
         """τ_ext = τ_ID − τ_act [T, n] (N·m)."""
         tau_id, _ = self.cache.get(episode)
         return tau_id - self.actuator_torque(episode)
 
-    def estimate(self, episode: EpisodeArrays) -> np.ndarray:
+    def estimate(self, episode: Episode) -> np.ndarray:
         """Tool force [T, 3] (N, environment on robot, base frame)."""
         _, jac = self.cache.get(episode)
         return force_from_joint_residual(self.joint_residual(episode), jac)

@@ -24,7 +24,8 @@ import optax
 
 from na_description import RobotSpec
 from na_estimator.features import NORMALISED_CLIP, FeatureStats, history_windows
-from na_training.baselines.episodes import EpisodeArrays
+from na_training.episode import Episode
+from na_training.windows import RecordedWindows
 
 PREDICT_BATCH = 4096
 
@@ -79,16 +80,10 @@ class MLPForce:
         z = (windows - jnp.asarray(self.stats.mean, jnp.float32)) / jnp.asarray(self.stats.std, jnp.float32)
         return jnp.clip(z, -NORMALISED_CLIP, NORMALISED_CLIP).reshape(windows.shape[0], -1)
 
-    def fit(self, episodes: Sequence[EpisodeArrays]) -> dict:
-        """Train on the force-labelled windows of ``episodes`` (they need their NAD episode in ``extra``)."""
-        return self.fit_training([_training_episode(e) for e in episodes])
-
-    def fit_training(self, training: Sequence) -> dict:
-        """Train on the force-labelled windows of training episodes (``na_training.batches.TrainingEpisode``)."""
-        from na_training.windows import RecordedWindows
-
-        self.stats = FeatureStats.fit([ep.features[ep.valid] for ep in training], self.spec)
-        data = RecordedWindows(training, self.stats.mean, self.config.history_length, label_shift=0)
+    def fit(self, episodes: Sequence[Episode]) -> dict:
+        """Train on the force-labelled windows of ``episodes``."""
+        self.stats = FeatureStats.fit([ep.features()[ep.valid] for ep in episodes], self.spec)
+        data = RecordedWindows(episodes, self.stats.mean, self.config.history_length, label_shift=0)
         labelled = np.flatnonzero(np.all(data.arrays["force_valid"], axis=1))
         if labelled.size == 0:
             raise ValueError("no force-labelled training window")
@@ -119,9 +114,10 @@ class MLPForce:
         return {"config": asdict(cfg), "train_windows": int(windows.shape[0]), "final_loss": float(value),
                 "seconds": round(time.perf_counter() - started, 1), "notes": []}
 
-    def estimate(self, episode: EpisodeArrays) -> np.ndarray:
-        """Force ``[T, 3]`` from the episode's causal windows (as the live estimator builds them)."""
-        return self.predict_features(_features(episode))
+    def estimate(self, episode: Episode) -> np.ndarray:
+        """Force ``[T, 3]`` from the episode's causal windows (as the live estimator builds them), gaps held
+        from the last good frame (as ``na-train compare`` feeds a model)."""
+        return self.predict_features(episode.filled_features())
 
     def predict_features(self, features: np.ndarray) -> np.ndarray:
         """Force ``[T, 3]`` from an episode's recorded feature matrix ``[T, F]``."""
@@ -135,22 +131,3 @@ class MLPForce:
             parts.append(np.asarray(self._predict(self.layers, padded))[:len(chunk)])
         return np.concatenate(parts).astype(float)
 
-
-def _nad_episode(episode: EpisodeArrays):
-    nad_episode = episode.extra.get("nad_episode")
-    if nad_episode is None:
-        raise ValueError(f"episode {episode.episode_id}: the MLP baseline needs the NAD episode's feature columns")
-    return nad_episode
-
-
-def _training_episode(episode: EpisodeArrays):
-    from na_training.batches import from_nad_episode
-
-    return from_nad_episode(_nad_episode(episode))
-
-
-def _features(episode: EpisodeArrays) -> np.ndarray:
-    """Recorded features with gaps filled from the last good frame (as ``na-train compare`` feeds a model)."""
-    from na_training.baselines.episodes import fill_gaps
-
-    return np.nan_to_num(fill_gaps(_nad_episode(episode).features()))

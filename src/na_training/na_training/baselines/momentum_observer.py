@@ -22,9 +22,9 @@ import numpy as np
 from scipy.signal import lfilter
 
 from na_training.baselines.dynamics import RigidBodyModel, force_from_joint_residual
-from na_training.baselines.episodes import EpisodeArrays
 from na_training.baselines.id_linear import IDLinear
 from na_training.baselines.metrics import force_mae
+from na_training.episode import Episode, fill_gaps
 
 DEFAULT_GAIN = 25.0                                     # 1/s: 40 ms time constant, ≈2 frames at 58.8 Hz
 # 1/s, log-spaced line search. The floor of 1 1/s (1 s time constant) keeps the observer able to
@@ -62,15 +62,16 @@ class MomentumObserver:
         self.gain_grid = gain_grid
         self._terms: dict[int, tuple[object, dict[str, np.ndarray]]] = {}
 
-    def _observer_terms(self, episode: EpisodeArrays) -> dict[str, np.ndarray]:
+    def _observer_terms(self, episode: Episode) -> dict[str, np.ndarray]:
         hit = self._terms.get(id(episode))
         if hit is not None and hit[0] is episode:
             return hit[1]
-        terms = self.rigid_body.observer_terms(episode.position, episode.velocity, episode.gripper_slide)
+        terms = self.rigid_body.observer_terms(episode.arm("position"), episode.arm("velocity"),
+                                               fill_gaps(episode.gripper_slide))
         self._terms[id(episode)] = (episode, terms)
         return terms
 
-    def fit(self, episodes: list[EpisodeArrays]) -> dict:
+    def fit(self, episodes: list[Episode]) -> dict:
         """Fit τ_act (if needed), then tune K_O on labelled training episodes."""
         report = {"method": self.name}
         if self.linear.current_map is None:
@@ -78,7 +79,7 @@ class MomentumObserver:
         labelled = [e for e in episodes if e.is_nominal and e.has_force_label]
         if self.gain is not None:
             report["gain_source"] = "given"
-        elif not any(np.any(np.abs(e.force[e.force_valid]) > 0) for e in labelled):
+        elif not any(np.any(np.abs(e.force[e.force_mask]) > 0) for e in labelled):
             # zero labels alone always favour the slowest observer: nothing to trade noise against
             self.gain = DEFAULT_GAIN
             report["gain_source"] = "default (no training episode with a nonzero force label to tune on)"
@@ -88,7 +89,7 @@ class MomentumObserver:
                 self.gain = gain
                 predictions = [self.estimate(e) for e in labelled]
                 scores.append(force_mae(np.concatenate(predictions), np.concatenate([e.force for e in labelled]),
-                                        np.concatenate([e.force_valid for e in labelled])))
+                                        np.concatenate([e.force_mask for e in labelled])))
             self.gain = self.gain_grid[int(np.nanargmin(scores))]
             report["gain_source"] = f"line search on {len(labelled)} labelled training episodes"
             report["gain_search"] = {f"{g:.4g}": s for g, s in zip(self.gain_grid, scores, strict=True)}
@@ -98,13 +99,13 @@ class MomentumObserver:
             report["notes"].append(f"K_O = {self.gain:.4g} 1/s is at the end of the search grid")
         return report
 
-    def joint_residual(self, episode: EpisodeArrays) -> np.ndarray:
+    def joint_residual(self, episode: Episode) -> np.ndarray:
         if self.gain is None:
             raise RuntimeError(f"{self.name}: call fit() before estimating")
         terms = self._observer_terms(episode)
         return observer_residual(terms["momentum"], terms["drift"], self.linear.actuator_torque(episode),
                                  episode.time, self.gain)
 
-    def estimate(self, episode: EpisodeArrays) -> np.ndarray:
+    def estimate(self, episode: Episode) -> np.ndarray:
         """Tool force [T, 3] (N, environment on robot, base frame)."""
         return force_from_joint_residual(self.joint_residual(episode), self._observer_terms(episode)["jacobian"])
