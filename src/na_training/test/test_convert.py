@@ -165,7 +165,7 @@ def test_free_motion_round_trip(write_bag, tmp_path: Path) -> None:
     assert np.allclose(episode.time, np.arange(101) * 0.01)
     assert np.array_equal(episode.force, np.zeros((101, 3))) and episode.force_valid.all()
     assert not episode.contact.any() and episode.valid.all()
-    assert np.array_equal(episode.condition[:, 0], np.ones(101))
+    assert np.array_equal(episode.condition, np.ones(101))
     assert episode.meta["task_instance"] == "free_motion_0g_nominal" and episode.meta["frame_count"] == 101
     assert episode.meta["source_bag"] == bag.as_posix()
     info = read_info(tmp_path / "nad")
@@ -207,7 +207,8 @@ def test_ft_label_from_metadata_fixture_with_window_mean_and_gaps(write_bag, tmp
     # Window +-5 ms must hold a reading: frames 50..54 (500..540 ms) have none.
     no_reading = (frame_ms >= 501 - 5) & (frame_ms <= 544 + 5)
     assert np.array_equal(~episode.force_valid.all(axis=1), no_reading)
-    assert np.isnan(episode.force[no_reading]).all()
+    assert np.isnan(episode.stack(["force_x", "force_y", "force_z"])[no_reading]).all()   # stored: no label
+    assert not episode.force[no_reading].any()
     # Fully loaded windows: R = yaw 90 deg maps (fx, fy, fz) to (-fy, fx, fz); label = -R f = (-1, -2, -4).
     inside = (frame_ms >= 205) & (frame_ms <= 695) & ~no_reading
     assert np.allclose(episode.force[inside], [-1.0, -2.0, -4.0])
@@ -357,7 +358,7 @@ def test_sqlite3_generic_bag_with_metadata_defaults(tmp_path: Path) -> None:
                                    "condition": "restricted_joint3", "source": "live"}
     run(bag, tmp_path / "nad", config=config)
     (episode,) = load_nad(tmp_path / "nad")
-    assert len(episode) == 11 and np.array_equal(episode.condition[:, 0], np.zeros(11))
+    assert len(episode) == 11 and np.array_equal(episode.condition, np.zeros(11))
     assert episode.meta["condition_label"] == 0.0
 
 
