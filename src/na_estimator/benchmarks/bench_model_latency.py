@@ -319,11 +319,10 @@ def load_network(args, out_dir: Path):
         check, calibration = nad_windows(args.nad, pad, model.config.history_length, args.windows_per_episode)
         if not args.run:                 # random weights: normalise on the NAD's train frames, as training does
             from na_estimator.features import FeatureStats
-            from na_training.batches import from_nad_episode
             from na_training.nad import load_nad, read_info, robot_spec
 
-            train = [from_nad_episode(ep) for ep in load_nad(args.nad, "train")]
-            stats = FeatureStats.fit([ep.features for ep in train], robot_spec(read_info(args.nad)))
+            train = load_nad(args.nad, "train")
+            stats = FeatureStats.fit([ep.features() for ep in train], robot_spec(read_info(args.nad)))
             model.set_feature_stats(stats.mean, stats.std)
             description = dict(description, feature_stats=stats.to_dict())
             check, calibration = nad_windows(args.nad, stats.mean, model.config.history_length,
