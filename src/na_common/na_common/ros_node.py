@@ -221,9 +221,13 @@ def _close(node: Any, logger: Any, executable: str) -> None:
 
 # ---- stamps, logs, diagnostics -------------------------------------------------------------------------
 def stamp_at(node: Node, monotonic_stamp: float) -> Time:
-    """The node-clock stamp of an instant taken with ``time.monotonic()`` (e.g. a bus read's completion)."""
+    """The node-clock stamp of an instant taken with ``time.monotonic()`` (e.g. a bus read's completion).
+
+    The node clock is read first: a thread preempted between the two readings then dates the sample too
+    early, never in the future (a future stamp is refused downstream as a hostile message)."""
+    clock_now_ns = node.get_clock().now().nanoseconds
     monotonic_now = time.monotonic()
-    sec, nanosec = split_ns(clock_ns_at(monotonic_stamp, monotonic_now, node.get_clock().now().nanoseconds))
+    sec, nanosec = split_ns(clock_ns_at(monotonic_stamp, monotonic_now, clock_now_ns))
     return Time(sec=sec, nanosec=nanosec)
 
 

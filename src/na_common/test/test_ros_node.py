@@ -84,6 +84,30 @@ def test_a_monotonic_stamp_is_published_on_the_node_clock(ros_context) -> None:
     assert before - 500_000_000 - 5_000_000 <= ns <= after - 500_000_000 + 5_000_000
 
 
+def test_a_thread_held_up_while_stamping_never_dates_a_sample_in_the_future() -> None:
+    """A driver thread held up for 50 ms around its clock reading (preempted) must still stamp a sample at or
+    before the real time it was taken."""
+    from na_common.ros_node import stamp_at
+
+    class SlowClock:
+        def now(self):
+            time.sleep(0.05)                                 # preempted just before the clock is read
+            reading = time.time_ns()
+
+            class Reading:
+                nanoseconds = reading
+            return Reading()
+
+    class FakeNode:
+        def get_clock(self):
+            return SlowClock()
+
+    taken_mono, taken_wall = time.monotonic(), time.time_ns()
+    stamp = stamp_at(FakeNode(), taken_mono)
+    ns = stamp.sec * 1_000_000_000 + stamp.nanosec
+    assert ns <= taken_wall + 2_000_000, f"stamped {(ns - taken_wall) / 1e6:.1f} ms after the sample was taken"
+
+
 def test_diagnostic_status_carries_the_level_byte_and_formats_values() -> None:
     from diagnostic_msgs.msg import DiagnosticStatus
 
