@@ -8,8 +8,11 @@ watcher does not mistake its own delay for a silent bus):
 
 * arm states of each arm (``arm_state``): a gap between two stamps longer than ``gap_limit_s`` (the
   drivers' error timeout) or a servo left stale that long is a fault;
-* ``/diagnostics`` statuses (``diagnostic``): any ERROR (a trip, a servo not responding, a port lost,
-  the rig's physics behind wall time, a dead bus process, an estimator that stopped) is a fault;
+* ``/diagnostics`` statuses (``diagnostic``): an ERROR that voids a live result
+  (:func:`na_common.diagnostics.voids_live_result`: an arm driver's trip, a servo not responding, a port
+  lost, the rig's physics behind wall time; the recorder marks episodes void by the same rule) is a fault,
+  and so is an ERROR of a status named in ``voiding_statuses`` (e.g. a policy that stopped because its
+  estimator paused);
 * estimates (``estimate``), when ``estimate_gap_limit_s`` is set: a longer gap between two is a fault.
 
 ``ready(now)`` holds once every expected arm has streamed for ``steady_window_s`` without a stale
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from na_common.diagnostics import voids_live_result
 
 ERROR_LEVEL = 2                      # diagnostic_msgs/DiagnosticStatus.ERROR
 DEFAULT_GAP_LIMIT_S = 0.5            # the arm drivers' error_timeout (config/*_arm.yaml)
@@ -41,16 +46,14 @@ class IntegrityWatch:
 
     def __init__(self, arms: Sequence[str] = ("leader", "follower"), *, gap_limit_s: float = DEFAULT_GAP_LIMIT_S,
                  steady_window_s: float = DEFAULT_STEADY_WINDOW_S, estimate_gap_limit_s: float | None = None,
-                 ignored_statuses: Sequence[str] = ()) -> None:
-        """``ignored_statuses``: status names whose ERROR is the behaviour under test, not a fault of the rig (a
-        policy that stops on purpose when its estimator is lost)."""
+                 voiding_statuses: Sequence[str] = ()) -> None:
         if gap_limit_s <= 0 or steady_window_s <= 0:
             raise ValueError("gap_limit_s and steady_window_s must be > 0")
         self.arms = tuple(arms)
         self.gap_limit_s = float(gap_limit_s)
         self.steady_window_s = float(steady_window_s)
         self.estimate_gap_limit_s = estimate_gap_limit_s
-        self.ignored_statuses = frozenset(ignored_statuses)
+        self.voiding_statuses = frozenset(voiding_statuses)
         self.faults: list[Fault] = []
         self._last_state: dict[str, float] = {}
         self._first_state: dict[str, float] = {}
@@ -80,7 +83,7 @@ class IntegrityWatch:
                 self._stale_since[key] = stamp            # one fault per gap limit of silence, not per message
 
     def diagnostic(self, stamp: float, name: str, level: int, message: str) -> None:
-        if level >= ERROR_LEVEL and name not in self.ignored_statuses:
+        if level >= ERROR_LEVEL and (voids_live_result(name) or name in self.voiding_statuses):
             self._fault(stamp, name, message)
 
     def estimate(self, stamp: float) -> None:

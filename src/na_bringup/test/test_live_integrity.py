@@ -77,8 +77,12 @@ def test_estimate_gaps_void_only_when_asked_for():
     assert [str(f) for f in strict.faults] == ["estimator: no estimate for 0.80 s"]
 
 
-def test_an_ignored_status_name_is_not_a_fault():
-    watch = IntegrityWatch(ignored_statuses=("policy",))
-    watch.diagnostic(1.0, "policy", 2, "stopped: estimator lost")
-    watch.diagnostic(1.0, "/follower/arm_driver: bus", 2, "port lost")
-    assert [f.source for f in watch.faults] == ["/follower/arm_driver: bus"]
+def test_only_errors_that_void_a_live_result_are_faults_unless_named():
+    plain, strict = IntegrityWatch(), IntegrityWatch(voiding_statuses=("policy",))
+    for watch in (plain, strict):
+        watch.diagnostic(1.0, "policy", 2, "stopped: estimator lost")
+        watch.diagnostic(1.0, "/ft/ft_driver: Net F/T 127.0.0.1:49152", 2, "no good reading within the stale timeout")
+        watch.diagnostic(1.0, "/follower/arm_driver: bus", 2, "port lost")
+        watch.diagnostic(1.0, "sim_rig: physics", 2, "physics fell behind wall time by 80 ms")
+    assert [f.source for f in plain.faults] == ["/follower/arm_driver: bus", "sim_rig: physics"]
+    assert [f.source for f in strict.faults] == ["policy", "/follower/arm_driver: bus", "sim_rig: physics"]

@@ -53,6 +53,14 @@ def motor_part(joint: str) -> str:
     return f"{MOTOR_PART_PREFIX}{joint}"
 
 
+def voids_live_result(name: str) -> bool:
+    """Whether an ERROR of this status makes a live result void (a recorded episode, a demo phase, a policy trial):
+    an arm driver's trip, lost bus or silent servo, and the simulated rig falling behind wall time. Other ERRORs
+    (an F/T reading gap, an estimator or policy report) are kept for the record only."""
+    part = split_status_name(name)[1]
+    return name == RIG_PACE_STATUS or part in (BUS_PART, TRIP_PART) or part.startswith(SERVO_PART_PREFIX)
+
+
 def split_status_name(name: str) -> tuple[str, str]:
     """``(node, part)`` of a status name; part is "" for a name without one (e.g. ``"estimator"``)."""
     node, separator, part = name.partition(": ")

@@ -76,7 +76,7 @@ def run_trial(probe: LiveProbe, model: Path, variant: str, policy: Path, seed: i
     loss = loss_at is not None and uses_estimator(variant)
     # Before the launch: the trial clock starts at the policy's first command. The policy stopping on an
     # estimator that paused past its timeout voids a trial, unless the trial takes the estimator away itself.
-    probe.reset(arms=("follower",), ignored=(POLICY_STATUS,) if loss else ())
+    probe.reset(arms=("follower",), voiding=() if loss else (POLICY_STATUS,))
     with sim_rig(sim_dir, log_dir, task=PRESS_TASK, options=f"--task-seed {seed} --fixture-only") as (rig, _, _), \
             launched("estimator.launch.xml", {"model": str(model)}, log_dir, env=ros_env()) as estimator, \
             launched("policy.launch.xml", {"policy": str(policy), "start_estimator": "false", "sim": "true",

@@ -81,13 +81,13 @@ class LiveProbe:
     def watch(self) -> IntegrityWatch:
         return self.graph.watch
 
-    def reset(self, arms: tuple[str, ...] = ("leader", "follower"), ignored: tuple[str, ...] = ()) -> None:
+    def reset(self, arms: tuple[str, ...] = ("leader", "follower"), voiding: tuple[str, ...] = ()) -> None:
         """Forget what was collected; from now on, take only messages stamped after this instant. ``arms``: the
-        arm drivers this run starts (whose states the integrity watch expects); ``ignored``: status names whose
-        ERROR is the behaviour under test (the policy's stop when its estimator is taken away on purpose)."""
+        arm drivers this run starts (whose states the integrity watch expects); ``voiding``: more status names
+        whose ERROR voids the run (the policy's stop when its estimator paused)."""
         self.data = Collected()
         self.since = self.now()
-        self.graph.watch = IntegrityWatch(arms, ignored_statuses=ignored)
+        self.graph.watch = IntegrityWatch(arms, voiding_statuses=voiding)
 
     def now(self) -> float:
         """Seconds on the node's ROS clock (the clock of the message stamps)."""

@@ -16,12 +16,18 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from na_common.diagnostics import BUS_PART, RIG_PACE_STATUS, SERVO_PART_PREFIX, TRIP_PART, StatusReport
+from na_common.diagnostics import (
+    BUS_PART,
+    RIG_PACE_STATUS,
+    SERVO_PART_PREFIX,
+    TRIP_PART,
+    StatusReport,
+    voids_live_result,
+)
 from na_common.episode_bag.metadata import FAULTS_KEY, VOID_KEY, VOID_REASON_KEY
 
-# Kinds of fault; all but OTHER void an episode.
+# Kinds of fault; all but OTHER void an episode (na_common.diagnostics.voids_live_result).
 TRIP, BUS, SERVO, RIG, OTHER = "trip", "bus", "servo", "rig", "error"
-VOIDING_KINDS = (TRIP, BUS, SERVO, RIG)
 # At most this many faults are written per episode (a status whose message changes every report would
 # otherwise grow the metadata without bound); the rest are counted.
 MAX_FAULTS = 100
@@ -55,7 +61,7 @@ class Fault:
 
     @property
     def voids(self) -> bool:
-        return self.kind in VOIDING_KINDS
+        return voids_live_result(self.status)
 
     def describe(self) -> str:
         return f"{self.status}: {self.message}"
