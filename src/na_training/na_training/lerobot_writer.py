@@ -33,6 +33,7 @@ from na_training.lerobot_format import (
     write_json,
     write_tasks,
 )
+from na_training.nad import replace_directory
 
 MB = 1024 * 1024
 INDEX_BYTES = 4 + 4 * 8            # timestamp float32 + four int64 index columns per frame
@@ -149,17 +150,9 @@ class LeRobotWriter:
                 "splits": {"train": f"0:{len(self._rows)}"}, "data_path": DATA_PATH, "video_path": None,
                 "features": features, **extra_info}
         write_json(self._tmp / INFO_PATH, info)
-        self._move_into_place()
+        replace_directory(self._tmp, self.out)
         return self.out
 
     def abort(self) -> None:
         shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def _move_into_place(self) -> None:
-        backup = None
-        if self.out.exists():
-            backup = self.out.parent / f".{self.out.name}.old-{os.getpid()}"
-            self.out.rename(backup)
-        self._tmp.rename(self.out)
-        if backup is not None:
-            shutil.rmtree(backup)

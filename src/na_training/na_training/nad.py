@@ -292,7 +292,7 @@ class NadWriter:
         full_info["dataset_id"] = self._content_hash()
         _write_json(self._tmp / "meta" / "info.json", full_info)
         _write_json(self._tmp / "meta" / "report.json", report)
-        self._move_into_place()
+        replace_directory(self._tmp, self.out)
         return self.out
 
     def abort(self) -> None:
@@ -306,14 +306,18 @@ class NadWriter:
             digest.update(path.read_bytes())
         return "nad-" + digest.hexdigest()[:16]
 
-    def _move_into_place(self) -> None:
-        backup = None
-        if self.out.exists():
-            backup = self.out.parent / f".{self.out.name}.old-{os.getpid()}"
-            self.out.rename(backup)
-        self._tmp.rename(self.out)
-        if backup is not None:
-            shutil.rmtree(backup)
+
+
+def replace_directory(staged: Path, out: Path) -> None:
+    """Put the fully written folder ``staged`` at ``out``; an older ``out`` is moved aside first and removed
+    only once the new one is in place, so a reader never finds half a dataset."""
+    backup = None
+    if out.exists():
+        backup = out.parent / f".{out.name}.old-{os.getpid()}"
+        out.rename(backup)
+    staged.rename(out)
+    if backup is not None:
+        shutil.rmtree(backup)
 
 
 # ----------------------------------------------------------------------------------------- loader
