@@ -525,12 +525,14 @@ def test_bus_watchdog_stops_a_servo_the_host_stopped_talking_to(sdk_bus):
     servo = bus.servo(11)
     servo.set("present_position", 1500)
     assert _write(bus, 11, "goal_position", 3000) == (COMM_SUCCESS, 0)
-    _torque_on_with_watchdog(bus, 11, 10)
-    last_instruction = time.monotonic()
+    assert _write(bus, 11, "torque_enable", 1) == (COMM_SUCCESS, 0)
+    # The servo counts from the moment it receives the instruction, which is after this and before the reply.
+    last_instruction_sent = time.monotonic()
+    assert _write(bus, 11, "bus_watchdog", 10) == (COMM_SUCCESS, 0)
     for _ in range(10):                                            # instructions for another servo do not count
         bus.packet_handler.ping(bus.port, 12)
     expired = _expired_at(servo, 5.0)
-    assert expired is not None and expired >= last_instruction + watchdog_s
+    assert expired is not None and expired >= last_instruction_sent + watchdog_s
     assert servo.get("goal_position") == 1500 and servo.get("torque_enable") == 1      # holds, torque on
     assert _read(bus, 11, "bus_watchdog") == -1
     assert _write(bus, 11, "goal_position", 2500) == (COMM_SUCCESS, DATA_RANGE_ERROR)  # goals read-only
