@@ -64,18 +64,19 @@ def wait_for() -> Callable[..., bool]:
 
 
 class RosGraph:
-    """A test's nodes, spun by one single-threaded executor in the test's private context.
+    """A test's nodes, spun by one executor (the nodes' own kind, na_common.ros_node.make_executor) in the test's
+    private context.
 
     ``add`` a node under test, ``probe`` a helper node, then ``spin``/``wait_for``/``call``; every node
     still held is closed (``close()`` where it has one, else ``destroy_node()``) when the test ends.
     """
 
     def __init__(self, context: Any, spin_timeout: float = 0.01) -> None:
-        from rclpy.executors import SingleThreadedExecutor
+        from na_common.ros_node import make_executor
 
         self.context = context
         self.spin_timeout = spin_timeout
-        self.executor = SingleThreadedExecutor(context=context)
+        self.executor = make_executor(context)
         self._nodes: list[Any] = []
 
     def add(self, node: Any) -> Any:

@@ -79,9 +79,9 @@ class LivePhases:
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
 
         from na_bringup.live_monitor import LiveMonitor
+        from na_common.ros_node import make_executor
 
         self.demo, self.model = demo, model
         self.context = Context()
@@ -89,7 +89,7 @@ class LivePhases:
         self.monitor = LiveMonitor(self.context)
         self.diagnostics = Diagnostics()
         self.monitor.node.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.on_message, 10)
-        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor = make_executor(self.context)
         self.executor.add_node(self.monitor.node)
         self.graphs: tuple = ()
 

@@ -143,9 +143,9 @@ class Demo:
         """Record one episode; the faults that void it (then it is discarded), else []."""
         import rclpy
         from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
 
         from na_bringup.live_monitor import LiveMonitor
+        from na_common.ros_node import make_executor
         from na_msgs.msg import EpisodeInfo
         from na_msgs.srv import DiscardEpisode, StartEpisode, StopEpisode
 
@@ -158,7 +158,7 @@ class Demo:
         start = node.create_client(StartEpisode, f"{topics.RECORDER_NODE}/start")
         stop = node.create_client(StopEpisode, f"{topics.RECORDER_NODE}/stop")
         discard = node.create_client(DiscardEpisode, f"{topics.RECORDER_NODE}/discard")
-        executor = SingleThreadedExecutor(context=context)
+        executor = make_executor(context)
         executor.add_node(node)
         try:
             with sim_rig(self.out / "sim", log_dir, task="pick_place", payload_grams=200.0,
@@ -287,9 +287,9 @@ class Demo:
         which the rig was not sound is void: never scored, run again (at most ``MAX_LIVE_ATTEMPTS`` times)."""
         import rclpy
         from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
 
         from na_bringup.live_monitor import LiveMonitor
+        from na_common.ros_node import make_executor
 
         phases = self.live_phases
         self.begin("running the estimator live on the rig: "
@@ -297,7 +297,7 @@ class Demo:
         context = Context()
         rclpy.init(context=context)
         monitor = LiveMonitor(context)
-        executor = SingleThreadedExecutor(context=context)
+        executor = make_executor(context)
         executor.add_node(monitor.node)
         results: dict[str, tuple[LiveScore, dict[str, np.ndarray]]] = {}
         try:

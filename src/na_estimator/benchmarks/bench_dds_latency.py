@@ -235,7 +235,7 @@ def subscriber_main(ready, stop, received, result_queue, executor_kind: str = "e
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-    from na_estimator.estimator_node import make_executor
+    from na_common.ros_node import make_executor
     from na_msgs.msg import ActuatorEstimate
 
     rclpy.init()
@@ -264,7 +264,7 @@ def subscriber_main(ready, stop, received, result_queue, executor_kind: str = "e
         node.create_subscription(ActuatorEstimate, ESTIMATE_TOPIC, on_estimate,
                                  QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
         node.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, on_diagnostics, 10)
-        executor = make_executor(executor_kind, node.context)
+        executor = make_executor(node.context, executor_kind)
         executor.add_node(node)
         while not stop.is_set():
             executor.spin_once(timeout_sec=0.05)

@@ -22,10 +22,12 @@ from na_common import topics
 from na_common.diagnostics import motor_part, status_name
 from na_common.machine import cpu_info
 from na_common.ros_node import (
+    EXECUTOR_KINDS,
     ParameterError,
     declare_and_read,
     diagnostic_array,
     diagnostic_status,
+    make_executor,
     run_node,
     usage,
 )
@@ -88,7 +90,6 @@ DESCRIPTIONS = {
     "executor": "events (rclpy's EventsExecutor, lower latency; falls back when rclpy lacks it) or single_threaded",
     "input_reliability": "QoS reliability of the ArmState and JointCommand subscriptions: reliable or best_effort",
 }
-EXECUTORS = ("events", "single_threaded")
 RELIABILITY = {"reliable": ReliabilityPolicy.RELIABLE, "best_effort": ReliabilityPolicy.BEST_EFFORT}
 
 
@@ -100,8 +101,8 @@ class EstimatorNode(Node):
         self.variant_request = p["inference_variant"]
         self.frame_id, self.publish_marker = p["frame_id"], p["publish_marker"]
         self.publish_split = p["publish_split_topics"]
-        if p["executor"] not in EXECUTORS:
-            raise ParameterError(f"executor must be one of {', '.join(EXECUTORS)}, got {p['executor']!r}")
+        if p["executor"] not in EXECUTOR_KINDS:
+            raise ParameterError(f"executor must be one of {', '.join(EXECUTOR_KINDS)}, got {p['executor']!r}")
         if p["input_reliability"] not in RELIABILITY:
             raise ParameterError(f"input_reliability must be one of {', '.join(RELIABILITY)}, "
                                  f"got {p['input_reliability']!r}")
@@ -269,25 +270,9 @@ HELP_SUMMARY = ("NeuralActuator estimator: from the follower's arm_state (na_msg
                 "file: config/estimator.yaml.")
 
 
-def make_executor(kind: str, context) -> Any:
-    """rclpy's EventsExecutor for ``events`` where this rclpy has it (Jazzy: rclpy.experimental), else the
-    SingleThreadedExecutor. The events executor takes a message to its callback with less Python work per
-    message (src/na_estimator/benchmarks/README.md, "DDS path")."""
-    if kind == "events":
-        try:
-            from rclpy.experimental import EventsExecutor
-        except ImportError:
-            pass
-        else:
-            return EventsExecutor(context=context)
-    from rclpy.executors import SingleThreadedExecutor
-
-    return SingleThreadedExecutor(context=context)
-
-
 def spin_estimator(node: EstimatorNode) -> int:
     """Spin ``node`` on the executor its ``executor`` parameter names, until shutdown."""
-    executor = make_executor(node.executor_kind, node.context)
+    executor = make_executor(node.context, node.executor_kind)
     executor.add_node(node)
     try:
         # rclpy 7.1's EventsExecutor.spin() runs no callback (timers, services) and ignores SIGINT;

@@ -58,9 +58,9 @@ class LiveProbe:
         import rclpy
         from geometry_msgs.msg import WrenchStamped
         from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
         from rclpy.signals import SignalHandlerOptions
 
+        from na_common.ros_node import make_executor
         from na_msgs.msg import ArmState, JointCommand
 
         self.context = Context()
@@ -73,7 +73,7 @@ class LiveProbe:
         self.node.create_subscription(JointCommand, topics.FOLLOWER_COMMAND, self._on_command, 100)
         self.node.create_subscription(ArmState, topics.FOLLOWER_ARM_STATE, self._on_state, 100)
         self.node.create_subscription(WrenchStamped, topics.ESTIMATED_FORCE, self._on_force, 100)
-        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor = make_executor(self.context)
         self.executor.add_node(self.node)
         self.graph = GraphWatch(self.node, IntegrityWatch(), accept=self._fresh, on_status=self._on_status)
 

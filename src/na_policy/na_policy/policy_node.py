@@ -19,11 +19,18 @@ from std_srvs.srv import SetBool, Trigger
 from na_common import topics
 from na_common.diagnostics import PROTECTIVE_STOP_PART, status_name
 from na_common.protective_stop import ProtectiveStopConfigError
-from na_common.ros_node import declare_and_read, diagnostic_array, diagnostic_status, log_at, run_node, usage
+from na_common.ros_node import (
+    declare_and_read,
+    diagnostic_array,
+    diagnostic_status,
+    log_at,
+    make_executor,
+    run_node,
+    usage,
+)
 from na_common.stamps import stamp_seconds
 from na_description import load_spec
 from na_estimator.estimator_core import LatencyStats
-from na_estimator.estimator_node import make_executor
 from na_msgs.msg import ArmState, Contact, JointCommand
 from na_policy.core import PolicyCore, SafetyConfig
 from na_policy.policy_file import PolicyFileError, load_policy
@@ -171,7 +178,7 @@ class PolicyNode(Node):
 
 
 def spin_policy(node: PolicyNode) -> int:
-    executor = make_executor(node.executor_kind, node.context)
+    executor = make_executor(node.context, node.executor_kind)
     executor.add_node(node)
     try:
         while node.context.ok():

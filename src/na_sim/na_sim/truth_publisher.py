@@ -30,8 +30,9 @@ class TruthPublisher:
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import WrenchStamped
         from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
         from std_msgs.msg import Bool
+
+        from na_common.ros_node import make_executor
 
         self._truth, self._frame_id = truth, frame_id
         self._wrench_cls, self._bool_cls = WrenchStamped, Bool
@@ -46,7 +47,7 @@ class TruthPublisher:
         if rig_health is not None:
             self.diagnostics_pub = self.node.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
             self.node.create_timer(HEALTH_PERIOD_S, self._publish_health)
-        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor = make_executor(self.context)
         self.executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, name="na_sim_truth", daemon=True)
         self.error: BaseException | None = None
