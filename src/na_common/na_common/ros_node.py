@@ -121,7 +121,10 @@ def make_executor(context: Any, kind: str = "events") -> Any:
         except ImportError:
             pass
         else:
-            return EventsExecutor(context=context)
+            # It enables faulthandler on sys.stderr, which must then be a real file (not a test's capture).
+            if sys.__stderr__ is not None:
+                with contextlib.redirect_stderr(sys.__stderr__):
+                    return EventsExecutor(context=context)
     from rclpy.executors import SingleThreadedExecutor
 
     return SingleThreadedExecutor(context=context)
