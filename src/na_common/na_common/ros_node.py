@@ -136,10 +136,11 @@ def stop_requested() -> bool:
     return STOP.stop_requested
 
 
-def spin_node(node: Node, until: Callable[[], bool] | None = None, period: float = 0.1) -> None:
-    """Spin ``node`` on a single-threaded executor until a signal asks the process to stop, ``until()`` holds or
-    the context is shut down. A signal never interrupts a callback: the loop looks every ``period`` s at most."""
-    executor = make_executor(node.context)
+def spin_node(node: Node, until: Callable[[], bool] | None = None, period: float = 0.1,
+              executor_kind: str = "events") -> None:
+    """Spin ``node`` on :func:`make_executor`'s executor until a signal asks the process to stop, ``until()`` holds
+    or the context is shut down. A signal never interrupts a callback: the loop looks every ``period`` s at most."""
+    executor = make_executor(node.context, executor_kind)
     executor.add_node(node)
     STOP.quiet = True
     try:

@@ -27,8 +27,8 @@ from na_common.ros_node import (
     declare_and_read,
     diagnostic_array,
     diagnostic_status,
-    make_executor,
     run_node,
+    spin_node,
     usage,
 )
 from na_common.stamps import stamp_seconds
@@ -271,16 +271,8 @@ HELP_SUMMARY = ("NeuralActuator estimator: from the follower's arm_state (na_msg
 
 
 def spin_estimator(node: EstimatorNode) -> int:
-    """Spin ``node`` on the executor its ``executor`` parameter names, until shutdown."""
-    executor = make_executor(node.context, node.executor_kind)
-    executor.add_node(node)
-    try:
-        # rclpy 7.1's EventsExecutor.spin() runs no callback (timers, services) and ignores SIGINT;
-        # spin_once in a loop works for every executor (the timeout only bounds the shutdown check).
-        while node.context.ok():
-            executor.spin_once(timeout_sec=0.5)
-    finally:
-        executor.shutdown()
+    """Spin ``node`` on the executor its ``executor`` parameter names, until a signal or shutdown."""
+    spin_node(node, executor_kind=node.executor_kind)
     return 0
 
 

@@ -24,8 +24,8 @@ from na_common.ros_node import (
     diagnostic_array,
     diagnostic_status,
     log_at,
-    make_executor,
     run_node,
+    spin_node,
     usage,
 )
 from na_common.stamps import stamp_seconds
@@ -178,13 +178,8 @@ class PolicyNode(Node):
 
 
 def spin_policy(node: PolicyNode) -> int:
-    executor = make_executor(node.context, node.executor_kind)
-    executor.add_node(node)
-    try:
-        while node.context.ok():
-            executor.spin_once(timeout_sec=0.5)
-    finally:
-        executor.shutdown()
+    """Spin ``node`` on the executor its ``executor`` parameter names, until a signal or shutdown."""
+    spin_node(node, executor_kind=node.executor_kind)
     return 0
 
 
