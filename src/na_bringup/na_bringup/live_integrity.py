@@ -13,7 +13,8 @@ watcher does not mistake its own delay for a silent bus):
   lost, the rig's physics behind wall time; the recorder marks episodes void by the same rule) is a fault,
   and so is an ERROR of a status named in ``voiding_statuses`` (e.g. a policy that stopped because its
   estimator paused);
-* estimates (``estimate``), when ``estimate_gap_limit_s`` is set: a longer gap between two is a fault.
+* estimates (``estimate``), when ``estimate_gap_limit_s`` is set: a longer gap between two is a fault; its
+  reason quotes the estimator's latest ``/diagnostics`` message (which names its last refused input).
 
 ``ready(now)`` holds once every expected arm has streamed for ``steady_window_s`` without a stale
 servo or a fault; ``faults_since(t)`` lists what voids a window that opened at ``t``.
@@ -29,6 +30,7 @@ from na_common.diagnostics import voids_live_result
 ERROR_LEVEL = 2                      # diagnostic_msgs/DiagnosticStatus.ERROR
 DEFAULT_GAP_LIMIT_S = 0.5            # the arm drivers' error_timeout (config/*_arm.yaml)
 DEFAULT_STEADY_WINDOW_S = 1.0
+ESTIMATOR_STATUS = "estimator"       # the estimator node's own /diagnostics status name
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class IntegrityWatch:
         self._stale_since: dict[tuple[str, int], float] = {}
         self._unsteady_at = float("-inf")
         self._last_estimate: float | None = None
+        self._estimator_message = ""
 
     def _fault(self, at: float, source: str, reason: str) -> None:
         self.faults.append(Fault(at, source, reason))
@@ -83,13 +86,16 @@ class IntegrityWatch:
                 self._stale_since[key] = stamp            # one fault per gap limit of silence, not per message
 
     def diagnostic(self, stamp: float, name: str, level: int, message: str) -> None:
+        if name == ESTIMATOR_STATUS:
+            self._estimator_message = message
         if level >= ERROR_LEVEL and (voids_live_result(name) or name in self.voiding_statuses):
             self._fault(stamp, name, message)
 
     def estimate(self, stamp: float) -> None:
         if self.estimate_gap_limit_s is not None and self._last_estimate is not None \
                 and stamp - self._last_estimate > self.estimate_gap_limit_s:
-            self._fault(stamp, "estimator", f"no estimate for {stamp - self._last_estimate:.2f} s")
+            said = f" (estimator: {self._estimator_message})" if self._estimator_message else ""
+            self._fault(stamp, "estimator", f"no estimate for {stamp - self._last_estimate:.2f} s{said}")
         self._last_estimate = stamp if self._last_estimate is None else max(self._last_estimate, stamp)
 
     def ready(self, now: float) -> bool:

@@ -77,6 +77,15 @@ def test_estimate_gaps_void_only_when_asked_for():
     assert [str(f) for f in strict.faults] == ["estimator: no estimate for 0.80 s"]
 
 
+def test_an_estimate_gap_quotes_what_the_estimator_last_said():
+    watch = IntegrityWatch(estimate_gap_limit_s=0.5)
+    watch.estimate(0.0)
+    watch.diagnostic(0.5, "estimator", 1, "120 estimates, 40 inputs refused; last: no_command")    # a WARN
+    watch.estimate(2.0)
+    assert [str(f) for f in watch.faults] == \
+        ["estimator: no estimate for 2.00 s (estimator: 120 estimates, 40 inputs refused; last: no_command)"]
+
+
 def test_only_errors_that_void_a_live_result_are_faults_unless_named():
     plain, strict = IntegrityWatch(), IntegrityWatch(voiding_statuses=("policy",))
     for watch in (plain, strict):
