@@ -9,6 +9,7 @@ phase, exit codes).
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
 import threading
 import time
@@ -189,6 +190,10 @@ def run_node(executable: str, help_text: Callable[[], str], make_node: Callable[
             ignored = undeclared_overrides(node)
             if ignored:
                 logger.warning(f"ignoring parameter(s) {executable} does not have: {', '.join(ignored)}")
+            # Start-up made most of the objects this process will ever hold; frozen, they are no longer walked by
+            # each full collection, so a collection in the spin (which holds the GIL) takes milliseconds, not the
+            # hundreds that stalled a driver's real-time bus loop behind it on a busy host.
+            gc.freeze()
             code = 0 if stop_requested() else _spin(spin, node, stopper)
     except (KeyboardInterrupt, ExternalShutdownException):
         code = 0

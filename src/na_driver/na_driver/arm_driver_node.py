@@ -7,6 +7,8 @@ each cycle's sample; the executor only serves commands, services and the diagnos
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from typing import Any
 
@@ -238,6 +240,14 @@ HELP_SUMMARY = ("Arm driver (leader or follower; DYNAMIXEL XM430 or Feetech STS3
 
 
 def _spin_until_failed(node: ArmDriverNode) -> int:
+    loop = node._loop
+    if loop is not None and loop.priority > 1:
+        # The bus loop needs the GIL this thread holds while it runs callbacks: at normal priority, a holder that
+        # a busy host left waiting for a CPU stalled the real-time loop behind it (servos' Bus Watchdog expired
+        # after 117-674 ms). Just below the loop, the holder gets a CPU as soon as the loop waits for it.
+        # Where the OS refuses real-time priority (the loop then says so), this thread stays as it is.
+        with contextlib.suppress(AttributeError, OSError):
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(loop.priority - 1))      # this thread only
     spin_node(node, until=node.failed.done)
     return 1 if node.failed.done() else 0
 
