@@ -27,7 +27,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from na_common.diagnostics import Level, StatusReport
 from na_common.node_signals import STOP
-from na_common.stamps import clock_ns_at, split_ns
+from na_common.stamps import IncreasingStamps, clock_ns_at, split_ns
 
 # Parameters every rclpy node declares itself (never reported as undeclared).
 _BUILTIN_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
@@ -253,14 +253,16 @@ def _close(node: Any, logger: Any, executable: str) -> None:
 
 
 # ---- stamps, logs, diagnostics -------------------------------------------------------------------------
-def stamp_at(node: Node, monotonic_stamp: float) -> Time:
+def stamp_at(node: Node, monotonic_stamp: float, order: IncreasingStamps | None = None) -> Time:
     """The node-clock stamp of an instant taken with ``time.monotonic()`` (e.g. a bus read's completion).
 
     The node clock is read first: a thread preempted between the two readings then dates the sample too
-    early, never in the future (a future stamp is refused downstream as a hostile message)."""
+    early, never in the future (a future stamp is refused downstream as a hostile message). ``order``: the
+    stream's :class:`~na_common.stamps.IncreasingStamps`, which keeps its stamps in order despite that."""
     clock_now_ns = node.get_clock().now().nanoseconds
     monotonic_now = time.monotonic()
-    sec, nanosec = split_ns(clock_ns_at(monotonic_stamp, monotonic_now, clock_now_ns))
+    ns = clock_ns_at(monotonic_stamp, monotonic_now, clock_now_ns)
+    sec, nanosec = split_ns(ns if order is None else order.after_last(ns))
     return Time(sec=sec, nanosec=nanosec)
 
 

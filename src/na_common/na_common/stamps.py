@@ -23,6 +23,25 @@ def clock_ns_at(monotonic_stamp: float, monotonic_now: float, clock_now_ns: int)
     return clock_now_ns - int((monotonic_now - monotonic_stamp) * 1e9)
 
 
+class IncreasingStamps:
+    """The stamps of one stream, published from one thread: each at least 1 ns after the one before.
+
+    Dating a monotonic instant on the node clock reads both clocks; a thread preempted between the two
+    readings dates its sample a little early, and two samples taken close together (a burst of 500 Hz F/T
+    readings after a delay) then came out in reverse order (by 70 us, seen on a busy host), which rosbag2
+    readers and ``na-train convert`` refuse. Order is kept; a stamp moves by at most that error."""
+
+    def __init__(self) -> None:
+        self._last_ns: int | None = None
+
+    def after_last(self, ns: int) -> int:
+        """``ns``, or 1 ns after the previous stamp where ``ns`` is not later than it."""
+        if self._last_ns is not None and ns <= self._last_ns:
+            ns = self._last_ns + 1
+        self._last_ns = ns
+        return ns
+
+
 def split_ns(ns: int) -> tuple[int, int]:
     """Nanoseconds -> (sec, nanosec) as a ``builtin_interfaces/Time`` holds them (nanosec in [0, 1e9))."""
     sec, nanosec = divmod(int(ns), NS_PER_S)

@@ -34,6 +34,7 @@ from na_common.ros_node import (
     undeclared_overrides,
     usage,
 )
+from na_common.stamps import IncreasingStamps
 from na_description.arm_state import joint_state_fields
 from na_description.datasheet_margins import datasheet_reference
 from na_driver.arm_config import (
@@ -85,6 +86,7 @@ class ArmDriverNode(Node):
         self.core = ArmDriverCore(self.config, log=self._log)
         self.core.health.reference = datasheet_reference(self.core.spec)     # margins on /diagnostics
         self._loop: DeadlineLoop | None = None
+        self._stamp_order = IncreasingStamps()          # the bus loop's stamps
         self._alarm = (False, False)          # (a servo tripped, port lost) as last published on /diagnostics
         try:
             self.core.start()
@@ -122,7 +124,7 @@ class ArmDriverNode(Node):
         self.core.dropped_cycles = self._loop.dropped_cycles
         if not self.context.ok():
             return          # the context is shut down: nothing to publish to (close() stops this loop)
-        stamp = stamp_at(self, sample.stamp)
+        stamp = stamp_at(self, sample.stamp, self._stamp_order)
         self.core.health.update_effort(sample.load if self.core.health.reference.effort_signal == "load"
                                        else sample.current)
         self._state_pub.publish(self._arm_state(sample, stamp))

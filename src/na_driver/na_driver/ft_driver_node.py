@@ -19,6 +19,7 @@ from std_srvs.srv import Trigger
 
 from na_common import topics
 from na_common.ros_node import declare_and_read, diagnostic_array, diagnostic_status, run_node, stamp_at, usage
+from na_common.stamps import IncreasingStamps
 from na_driver.ft_core import FtConfigError, WrenchSample, build_ft_config, default_ft_parameters
 from na_driver.ft_driver_core import FtDriverCore
 from na_driver.ft_sources import FtSourceError
@@ -57,6 +58,7 @@ class FtDriverNode(Node):
         self._diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
         self.create_service(Trigger, "~/tare", self._on_tare)
         self.create_timer(1.0, self._publish_diagnostics)
+        self._stamp_order = IncreasingStamps()          # the reader thread's stamps
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read_loop, name="ft-reader", daemon=True)
         self._thread.start()
@@ -87,7 +89,7 @@ class FtDriverNode(Node):
 
     def _to_msg(self, sample: WrenchSample) -> WrenchStamped:
         msg = WrenchStamped()
-        msg.header.stamp = stamp_at(self, sample.stamp)
+        msg.header.stamp = stamp_at(self, sample.stamp, self._stamp_order)
         msg.header.frame_id = self.config.frame_id
         w = sample.wrench
         msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = float(w[0]), float(w[1]), float(w[2])
