@@ -25,12 +25,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from na_common.diagnostics import voids_live_result
+from na_common.diagnostics import ESTIMATOR_STATUS, voids_live_result
 
 ERROR_LEVEL = 2                      # diagnostic_msgs/DiagnosticStatus.ERROR
 DEFAULT_GAP_LIMIT_S = 0.5            # the arm drivers' error_timeout (config/*_arm.yaml)
 DEFAULT_STEADY_WINDOW_S = 1.0
-ESTIMATOR_STATUS = "estimator"       # the estimator node's own /diagnostics status name
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ TRIP_PART = "trip"               # ERROR while a servo is tripped (follower: tor
 SERVO_PART_PREFIX = "servo "     # one per servo: "servo 13 (joint3)"
 # The simulated rig's own status (na-sim rig --ros): ERROR after its physics fell behind wall time past its margin.
 RIG_PACE_STATUS = "sim_rig: physics"
+ESTIMATOR_STATUS = "estimator"   # the estimator node's own /diagnostics status (its message names its last refusal)
 # One per motor of the estimator's condition: "estimator: motor joint3" (na_estimator.condition_status).
 MOTOR_PART_PREFIX = "motor "
 # A supervised motor's mean condition score below this is a WARN (the estimator's motor status, na-health): the

@@ -245,8 +245,9 @@ def _spin_until_failed(node: ArmDriverNode) -> int:
     loop = node._loop
     if loop is not None and loop.priority > 1:
         # The bus loop needs the GIL this thread holds while it runs callbacks: at normal priority, a holder that
-        # a busy host left waiting for a CPU stalled the real-time loop behind it (servos' Bus Watchdog expired
-        # after 117-674 ms). Just below the loop, the holder gets a CPU as soon as the loop waits for it.
+        # a busy host left waiting for a CPU can stall the real-time loop behind it (the likely cause of a 674 ms
+        # silence seen with a CPU-bound process beside the simulated rig). Just below the loop, the holder
+        # gets a CPU as soon as the loop waits for it.
         # Where the OS refuses real-time priority (the loop then says so), this thread stays as it is.
         with contextlib.suppress(AttributeError, OSError):
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(loop.priority - 1))      # this thread only

@@ -19,7 +19,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker
 
 from na_common import topics
-from na_common.diagnostics import motor_part, status_name
+from na_common.diagnostics import ESTIMATOR_STATUS, motor_part, status_name
 from na_common.machine import cpu_info
 from na_common.ros_node import (
     EXECUTOR_KINDS,
@@ -257,7 +257,7 @@ class EstimatorNode(Node):
                   "handling_p50_ms": self.handling.percentile(50) * 1e3,
                   "handling_p99_ms": self.handling.percentile(99) * 1e3,
                   **core.counters.as_dict(), "last_refusal": core.last_refusal}
-        statuses = [diagnostic_status("estimator", "neuralactuator", *core.status(), values)]
+        statuses = [diagnostic_status(ESTIMATOR_STATUS, "neuralactuator", *core.status(), values)]
         statuses += [diagnostic_status(status_name("estimator", motor_part(m.joint)), "neuralactuator", m.level,
                                        m.message, m.values)
                      for m in self.condition_status.statuses(self._diagnostics_period)]
