@@ -10,7 +10,10 @@ Sync Read. A reply is accepted only if its Realtime Tick shows it was sampled af
 (``na_driver.reply_clock``): a late reply is counted and never published.
 
 Bus Watchdog (follower, ``bus_watchdog_ms``): armed after torque-on, so that the servos stop and
-hold on their own when this host stops talking to them (process killed, USB unplugged). An
+hold on their own when this host stops talking to them (process killed, USB unplugged). It is armed
+by the first state read after torque-on, not by the torque write: at start-up the driver still sets up
+its ROS side and its bus loop between the two, and a watchdog armed then expired before the loop's first
+packet on a busy host. An
 expired watchdog (seen in the block, or inferred from a bus silence longer than the watchdog time)
 is cleared and re-armed, with a warning.
 """
@@ -66,6 +69,7 @@ class DxlBackend(ServoBackend):
         self._clocks = {sid: ServoClock() for sid in self.ids}
         self.watchdog_units = round(config.bus_watchdog_ms * 1e-3 / xm430.BUS_WATCHDOG_UNIT_S)
         self.watchdog_armed = False
+        self._watchdog_pending = False             # torque is on: arm on the next state read
         self.watchdog_expiries = 0                 # expired Bus Watchdogs seen (and cleared) while running
 
     # ---- start-up ---------------------------------------------------------------------------
@@ -86,7 +90,7 @@ class DxlBackend(ServoBackend):
 
     def read_description(self) -> str:
         watchdog = (f", bus watchdog {self.watchdog_units * xm430.BUS_WATCHDOG_UNIT_S * 1e3:.0f} ms"
-                    if self.watchdog_armed else "")
+                    if self.watchdog_armed or self._watchdog_pending else "")
         return (f"reading the {self.layout.name} {self.layout.length}-byte block by "
                 f"{'Fast ' if self.fast_read else ''}Sync Read{watchdog}")
 
@@ -184,6 +188,7 @@ class DxlBackend(ServoBackend):
             if self._has_watchdog(sid):
                 self._write_register(sid, "bus_watchdog", self.watchdog_units)
         self.watchdog_armed = True
+        self._watchdog_pending = False
 
     def _check_watchdogs(self, replies: dict[int, ServoReply], silent_for: float) -> None:
         """Recover servos whose Bus Watchdog expired (read in the block, or inferred from a long silence)."""
@@ -218,9 +223,8 @@ class DxlBackend(ServoBackend):
     def set_torque(self, enable: bool) -> None:
         for sid in self.ids:
             self._write_register(sid, "torque_enable", int(enable))
-        if enable:
-            self._arm_watchdogs()
-        else:
+        self._watchdog_pending = enable and self.config.is_follower and bool(self.watchdog_units)
+        if not enable:
             self.watchdog_armed = False    # the watchdog only runs with torque on
 
     def torque_off(self, servo_id: int) -> None:
@@ -243,6 +247,8 @@ class DxlBackend(ServoBackend):
 
     # ---- the cycle ---------------------------------------------------------------------------------
     def read_state(self, deadline: float, silent_for: float) -> StateRead:
+        if self._watchdog_pending:
+            self._arm_watchdogs()
         result = self.bus.sync_read(self.ids, self.layout.address, self.layout.length, deadline=deadline,
                                     fast=self.fast_read, check=self._check_reply)
         self._check_watchdogs(result.replies, silent_for)

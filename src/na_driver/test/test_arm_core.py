@@ -356,6 +356,8 @@ def test_an_expired_bus_watchdog_is_reported_cleared_and_rearmed(emulated_arm, m
     core, log = make_core(emulator.port_path, bus_watchdog_ms=60.0)
     core.start()
     try:
+        assert [regs.get("bus_watchdog") for regs in servos] == [0] * 5             # not yet: no cycle has run
+        core.cycle()
         assert [regs.get("bus_watchdog") for regs in servos] == [3] * 5             # 3 x 20 ms
         time.sleep(0.3)                                  # the host goes quiet (a stalled loop): the servos stop
         assert [regs.get("bus_watchdog") for regs in servos] == [-1] * 5

@@ -8,6 +8,11 @@ with the bus processes under SCHED_FIFO (the rig's default) and once with normal
 prints p50/p99/max and the cycles with a reply missing (50 ms). This client asks for SCHED_FIFO
 (priority 50, as the driver's bus loop) so that its own scheduling does not count against the rig.
 
+First it measures the floor that the host's kernel sets: the same exchange with a minimal process at
+SCHED_FIFO 60 that answers every instruction at once with the same number of status bytes over a
+pseudo-terminal (no emulator, no physics). A pty passes bytes through kernel workers that run at
+normal priority, so under CPU load this floor is what no emulator on this host can beat.
+
     python src/na_sim/benchmarks/bench_rig_reply.py --seconds 60 --hog 1
     python src/na_sim/benchmarks/bench_rig_reply.py --robot so101 --seconds 20
 """
@@ -15,6 +20,7 @@ prints p50/p99/max and the cycles with a reply missing (50 ms). This client asks
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -35,6 +41,7 @@ from na_sim.rig_config import robot_name
 PERIOD_S = 0.01
 REPLY_TIMEOUT_S = 0.05
 CLIENT_PRIORITY = 50
+BUS_PRIORITY = 60                  # the rig's bus processes (na-sim rig --bus-priority default)
 
 
 def bus_packets(robot: str, servo_ids: list[int]) -> tuple[bytes, bytes, object]:
@@ -52,6 +59,41 @@ def bus_packets(robot: str, servo_ids: list[int]) -> tuple[bytes, bytes, object]
             protocol2.build_instruction(protocol2.BROADCAST_ID, protocol2.SYNC_READ, read), protocol2)
 
 
+def _echo_main(fd: int, reply: bytes) -> None:
+    """The floor's servo side: every instruction read is answered at once with ``reply``."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(BUS_PRIORITY))
+    while True:
+        if not os.read(fd, 4096):
+            return
+        os.write(fd, reply)
+
+
+def pty_floor(setup: bytes, packet: bytes, protocol, servo_ids: list[int], state_bytes: int,
+              seconds: float) -> tuple[np.ndarray, int]:
+    """``measure`` against a bare echo on a pty pair (see the module docstring)."""
+    import pty
+
+    master, slave = pty.openpty()
+    tty.setraw(master)
+    tty.setraw(slave)
+    reply = b"".join(protocol.build_status(sid, 0, bytes(state_bytes)) for sid in servo_ids)
+    child = os.fork()
+    if child == 0:                                   # pragma: no cover (the child process)
+        os.close(master)
+        try:
+            _echo_main(slave, reply)
+        finally:
+            os._exit(0)
+    os.close(slave)
+    try:
+        return measure(master, setup, packet, protocol, len(servo_ids), seconds, echo=True)
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+        os.close(master)
+
+
 def start_rig(robot: str, priority: int, info: Path, log: Path) -> subprocess.Popen:
     command = [sys.executable, "-m", "na_sim.live_rig", "--robot", robot, "--task", "pick_place",
                "--payload-grams", "200", "--loop-task", "--status-every", "0", "--no-serial-ft",
@@ -66,15 +108,22 @@ def start_rig(robot: str, priority: int, info: Path, log: Path) -> subprocess.Po
     return process
 
 
-def measure(port: str, setup: bytes, packet: bytes, protocol, servo_count: int,
-            seconds: float) -> tuple[np.ndarray, int]:
-    """Latency of every cycle (s) and the number of cycles with a reply missing."""
-    fd = os.open(port, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
-    tty.setraw(fd)
+def measure(port: str | int, setup: bytes, packet: bytes, protocol, servo_count: int,
+            seconds: float, echo: bool = False) -> tuple[np.ndarray, int]:
+    """Latency of every cycle (s) and the number of cycles with a reply missing. ``port``: a device path, or
+    the open master of the floor's pty (``echo``: it answers the set-up write too)."""
+    if isinstance(port, int):
+        fd = os.dup(port)
+    else:
+        fd = os.open(port, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        tty.setraw(fd)
     latencies, missing = [], 0
     try:
         os.write(fd, setup)                  # Return Delay 0, as the arm driver writes at start-up
         time.sleep(0.1)
+        if echo:
+            while select.select([fd], [], [], 0.05)[0]:
+                os.read(fd, 4096)
         next_cycle = time.monotonic()
         end = next_cycle + seconds
         while next_cycle < end:
@@ -98,6 +147,18 @@ def measure(port: str, setup: bytes, packet: bytes, protocol, servo_count: int,
     return np.asarray(latencies), missing
 
 
+def report(what: str, latency: np.ndarray, missing: int, servo_count: int, took: bool | None) -> dict:
+    """Print one run's line; its figures."""
+    ms = latency * 1e3 if latency.size else np.array([np.nan])
+    figures = {"bus_realtime": took, "cycles": int(latency.size + missing), "missing": missing,
+               "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
+               "max_ms": float(ms.max())}
+    print(f"{what}{'' if took is None else f' (took: {took})'}: Sync Read of {servo_count} servos every 10 ms, "
+          f"{figures['cycles']} cycles: p50 {figures['p50_ms']:.3f} ms, p99 {figures['p99_ms']:.3f} ms, "
+          f"max {figures['max_ms']:.3f} ms, {missing} with a reply missing", flush=True)
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--robot", default="omx_x", help="omx_x (default) or so101")
@@ -111,13 +172,19 @@ def main(argv: list[str] | None = None) -> int:
     spec = load_spec(robot)
     setup, packet, protocol = bus_packets(robot, list(spec.servo_ids))
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(CLIENT_PRIORITY))
+        # Reset on fork: the CPU-bound processes and the rig started below must not inherit real-time priority (a
+        # busy loop at SCHED_FIFO would starve the kernel's pty workers and every normal process, the rig's included).
+        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(CLIENT_PRIORITY))
         client = f"SCHED_FIFO {CLIENT_PRIORITY}"
     except (AttributeError, OSError):
         client = "normal scheduling"
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hog)]
     results = {}
     try:
+        state_bytes = sts3215.STATE_BLOCK_LENGTH if protocol is protocol0 else xm430.STATE_BLOCK_LENGTH
+        latency, missing = pty_floor(setup, packet, protocol, list(spec.servo_ids), state_bytes, args.seconds)
+        results["kernel_pty_floor"] = report("bare pty echo, SCHED_FIFO 60 (the kernel's floor)", latency, missing,
+                                             len(spec.servo_ids), None)
         with tempfile.TemporaryDirectory(prefix="na_bench_rig_") as tmp:
             for priority in args.priorities:
                 info = Path(tmp) / f"rig_{priority}.json"
@@ -129,15 +196,9 @@ def main(argv: list[str] | None = None) -> int:
                 finally:
                     rig.terminate()
                     rig.wait(20)
-                ms = latency * 1e3
-                figures = {"bus_realtime": rig_info.get("realtime", {}).get("buses"), "cycles": int(ms.size + missing),
-                           "missing": missing, "p50_ms": float(np.percentile(ms, 50)),
-                           "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max())}
-                results[f"priority_{priority}"] = figures
-                print(f"bus processes {'SCHED_FIFO ' + str(priority) if priority else 'normal scheduling'} "
-                      f"(took: {figures['bus_realtime']}): Sync Read of {len(spec.servo_ids)} servos every 10 ms, "
-                      f"{figures['cycles']} cycles: p50 {figures['p50_ms']:.3f} ms, p99 {figures['p99_ms']:.3f} ms, "
-                      f"max {figures['max_ms']:.3f} ms, {missing} with a reply missing", flush=True)
+                took = rig_info.get("realtime", {}).get("buses")
+                what = f"rig bus processes {'SCHED_FIFO ' + str(priority) if priority else 'normal scheduling'}"
+                results[f"priority_{priority}"] = report(what, latency, missing, len(spec.servo_ids), took)
     finally:
         for hog in hogs:
             hog.kill()
