@@ -23,7 +23,7 @@ RUN python3.11 -m venv /ws/.venv \
  && /ws/.venv/bin/pip install --no-cache-dir -r requirements.txt "jax[cuda12]==0.10.2"
 COPY src /ws/src
 RUN /ws/.venv/bin/pip install --no-cache-dir --no-deps \
-      src/na_common src/na_description src/na_estimator src/na_sim src/na_training
+      src/na_common src/na_description src/na_sim src/na_training
 ENV PATH=/ws/.venv/bin:$PATH \
     NA_MSGS_DIR=/ws/src/na_msgs/msg
 

@@ -201,13 +201,7 @@ def training_imports_in(folder: Path) -> list[str]:
                                        else [node.module or ""])))
 
 
-@pytest.mark.parametrize("folder", [
-    "na_estimator",
-    "test",
-    pytest.param("benchmarks", marks=pytest.mark.xfail(
-        strict=True, reason="bench_model_latency.py trains, exports and loads models through na_training (12 "
-                            "imports inside its functions); it moves beside what it measures with the contract")),
-])
+@pytest.mark.parametrize("folder", ["na_estimator", "test", "benchmarks"])
 def test_the_estimator_imports_nothing_from_training(folder: str) -> None:
     """The estimator package (the node, its tests, its benchmarks) does not reach up into training."""
     assert training_imports_in(SRC / "na_estimator" / folder) == []

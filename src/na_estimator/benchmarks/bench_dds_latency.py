@@ -20,6 +20,7 @@ nothing is left running (cleanup in ``finally``).
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import signal
@@ -41,6 +42,7 @@ DEFAULT_ESTIMATOR = find_executable("na_estimator", "estimator")
 ARM_TOPIC = topics.FOLLOWER_ARM_STATE
 COMMAND_TOPIC = topics.FOLLOWER_COMMAND
 ESTIMATE_TOPIC = topics.ESTIMATE
+MODEL_BENCH = Path(__file__).resolve().parents[2] / "na_training" / "benchmarks" / "bench_model_latency.py"
 CONTROL_RATE_HZ = 60.0           # the paper's control rate (Sec. IV-H: "above the 60 Hz control rate")
 QUEUE_DEPTH = 10                 # the estimator's own QoS depth (reliable)
 NOMINAL_VOLTAGE_V = 12.0         # XM430-W350 nominal supply (datasheet: 10.0-14.8 V, 12 V recommended)
@@ -139,7 +141,7 @@ def bag_frames(path: Path, rate: float) -> dict[str, np.ndarray]:
 def feature_stats(frames: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Normalisation statistics of the replayed frames, through the shared feature code."""
     from na_description import load_spec
-    from na_estimator.features import FeatureStats, compute_features
+    from na_description.features import FeatureStats, compute_features
 
     spec = load_spec()
     features = compute_features(frames["command"], frames["position"][:, : spec.n_arm], frames["gripper_slide"],
@@ -342,24 +344,27 @@ def prepare_model(args, frames: dict[str, np.ndarray], work: Path) -> tuple[Path
         if not args.model.is_file():
             raise FileNotFoundError(f"model file not found: {args.model}")
         return args.model, str(args.model)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_model_latency import export_paper_network
-
-    from na_estimator.features import history_windows
+    from na_description.features import history_windows
 
     log("exporting the paper-sized network (random weights, normalised on the replayed frames) ...")
     start = time.perf_counter()
     mean, std = feature_stats(frames)
     windows = history_windows(replayed_features(frames), mean)[:: max(1, len(frames["position"]) // 512)]
-    _, report = export_paper_network(work, stats=(mean, std), check_windows=windows)
-    accepted = ", ".join(c.name for c in report.checks if c.passed)
+    stats_npz = work / "export_stats.npz"
+    np.savez(stats_npz, mean=mean, std=std, windows=windows)
+    done = subprocess.run([sys.executable, str(MODEL_BENCH), "--export-only", str(work), "--stats-npz", str(stats_npz)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"exporting the paper-sized network failed: {done.stderr.strip()[-2000:]}")
+    exported = json.loads(done.stdout.strip().splitlines()[-1])
+    accepted = ", ".join(exported["accepted"])
     log(f"  exported in {time.perf_counter() - start:.1f} s (package: {accepted})")
-    return report.path, f"paper-sized NeuralActuator, random weights (ONNX package: {accepted})"
+    return Path(exported["path"]), f"paper-sized NeuralActuator, random weights (ONNX package: {accepted})"
 
 
 def replayed_features(frames: dict[str, np.ndarray]) -> np.ndarray:
     from na_description import load_spec
-    from na_estimator.features import compute_features
+    from na_description.features import compute_features
 
     spec = load_spec()
     return np.asarray(compute_features(frames["command"], frames["position"][:, : spec.n_arm], frames["gripper_slide"],

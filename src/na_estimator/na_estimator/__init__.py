@@ -1,1 +1,2 @@
-"""The feature contract shared with training, the ONNX Runtime model wrapper, the estimator node and its latency benchmark."""
+"""The ONNX Runtime model wrapper and its inference-variant choice, the estimator core and node, and its latency
+benchmarks; the feature and model contract it shares with training live in na_description."""

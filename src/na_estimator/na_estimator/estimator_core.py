@@ -12,16 +12,16 @@ estimated-on stamp (``out_of_order``), so that no refused state can become the n
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from na_common.diagnostics import OK, WARN, Level
+from na_common.latency_stats import LatencyStats
 from na_description import JointNameError, RobotSpec
-from na_estimator.features import FeatureError, HistoryWindow, compute_features
+from na_description.features import FeatureError, HistoryWindow, compute_features
 from na_estimator.onnx_model import OnnxActuatorModel
 
 # Plausibility bounds of raw inputs (beyond them a reading is treated as corrupt, not estimated on).
@@ -85,19 +85,6 @@ class Counters:
     def refused(self) -> int:
         """Inputs not estimated on (window restarts are not refusals)."""
         return sum(v for k, v in self.as_dict().items() if k not in ("estimates", "window_resets"))
-
-
-@dataclass
-class LatencyStats:
-    """Inference latencies of the most recent estimates (s)."""
-
-    samples: deque = field(default_factory=lambda: deque(maxlen=2000))
-
-    def add(self, seconds: float) -> None:
-        self.samples.append(seconds)
-
-    def percentile(self, q: float) -> float:
-        return float(np.percentile(np.fromiter(self.samples, float), q)) if self.samples else math.nan
 
 
 class ContactHysteresis:

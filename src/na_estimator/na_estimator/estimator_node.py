@@ -20,6 +20,7 @@ from visualization_msgs.msg import Marker
 
 from na_common import topics
 from na_common.diagnostics import ESTIMATOR_STATUS, motor_part, status_name
+from na_common.latency_stats import LatencyStats
 from na_common.machine import cpu_info
 from na_common.ros_node import (
     EXECUTOR_KINDS,
@@ -36,7 +37,7 @@ from na_description import SpecError, load_spec
 from na_description.model import Kinematics
 from na_description.spec import DEFAULT_ROBOT
 from na_estimator.condition_status import ConditionStatus
-from na_estimator.estimator_core import ArmInput, Estimate, EstimatorCore, LatencyStats
+from na_estimator.estimator_core import ArmInput, Estimate, EstimatorCore
 from na_estimator.model_loader import load_model
 from na_estimator.onnx_model import DEFAULT_PROVIDERS, ModelLoadError, OnnxActuatorModel
 from na_estimator.variant_choice import AUTO, VariantChoice

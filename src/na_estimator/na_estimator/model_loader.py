@@ -15,7 +15,7 @@ import numpy as np
 
 from na_common.machine import cpu_info
 from na_description import RobotSpec
-from na_estimator.model_package import PackageError, file_sha256, read_package
+from na_description.model_package import PackageError, file_sha256, read_package
 from na_estimator.onnx_model import DEFAULT_PROVIDERS, ModelLoadError, OnnxActuatorModel
 from na_estimator.variant_cache import CacheKey, VariantCache
 from na_estimator.variant_choice import AUTO, VariantChoice, VariantChoiceError, choose_variant, time_calls

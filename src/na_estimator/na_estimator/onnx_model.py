@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from na_description import RobotSpec, load_spec
-from na_estimator.contract import INPUT_NAME, OUTPUT_NAMES, ContractError, ModelContract, check_contract
+from na_description.model_contract import INPUT_NAME, OUTPUT_NAMES, ContractError, ModelContract, check_contract
 
 DEFAULT_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider")
 LOG = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from na_description import load_spec
-from na_estimator.features import HISTORY_LENGTH, SCHEMA_VERSION, feature_names
+from na_description.features import HISTORY_LENGTH, SCHEMA_VERSION, feature_names
 
 
 def build_contract_model(path: Path, *, seed: int = 0, metadata_overrides: dict[str, str] | None = None,
@@ -91,7 +91,7 @@ def model_builder(tmp_path: Path):
 def build_package(directory: Path, variants: tuple[str, ...] = ("fp32", "int8-dynamic", "int8-static")) -> Path:
     """A model package as ``na-train export`` writes it: ``model.onnx`` is ``variants[0]``, the others sit beside
     it and are named with their sha256 in its ``variant_files`` (here all are fp32 graphs with other seeds)."""
-    from na_estimator.model_package import file_sha256, sibling_name
+    from na_description.model_package import file_sha256, sibling_name
 
     main = directory / "model.onnx"
     listed = {}

@@ -9,8 +9,8 @@ import pytest
 
 from na_common.diagnostics import WARN
 from na_description import load_spec
+from na_description.features import HISTORY_LENGTH, episode_features, history_windows
 from na_estimator.estimator_core import ArmInput, ContactHysteresis, EstimatorCore
-from na_estimator.features import HISTORY_LENGTH, episode_features, history_windows
 from na_estimator.onnx_model import ModelLoadError, OnnxActuatorModel
 
 SPEC = load_spec()
@@ -56,7 +56,7 @@ def test_mismatched_model_is_refused_with_the_difference(model_builder, override
 
 
 def test_reordered_features_are_named(model_builder) -> None:
-    from na_estimator.features import feature_names
+    from na_description.features import feature_names
 
     names = feature_names(SPEC)
     names[0], names[1] = names[1], names[0]

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from na_description import load_spec
+from na_description.features import episode_features, feature_names, history_windows
 from na_estimator.estimator_core import ArmInput, EstimatorCore
-from na_estimator.features import episode_features, feature_names, history_windows
 from na_estimator.onnx_model import ModelLoadError, OnnxActuatorModel
 
 SO101 = load_spec("so101")

@@ -18,6 +18,7 @@ from std_srvs.srv import SetBool, Trigger
 
 from na_common import topics
 from na_common.diagnostics import PROTECTIVE_STOP_PART, status_name
+from na_common.latency_stats import LatencyStats
 from na_common.protective_stop import ProtectiveStopConfigError
 from na_common.ros_node import (
     declare_and_read,
@@ -30,7 +31,6 @@ from na_common.ros_node import (
 )
 from na_common.stamps import stamp_seconds
 from na_description import load_spec
-from na_estimator.estimator_core import LatencyStats
 from na_msgs.msg import ArmState, Contact, JointCommand
 from na_policy.core import PolicyCore, SafetyConfig
 from na_policy.policy_file import PolicyFileError, load_policy

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from na_estimator.features import FeatureStats, feature_names
+from na_description.features import FeatureStats, feature_names
 from na_training.evaluate import EvaluationError, check_compatibility, evaluate
 from na_training.export_cli import configure_export_parser, run_export
 from na_training.nad import load_nad, read_info, robot_spec

@@ -8,8 +8,8 @@ from typing import Any
 
 from na_common.config_files import ConfigFileError, resolve_config
 from na_description import RobotSpec
+from na_description.features import feature_names
 from na_description.yaml_file import load_yaml_mapping
-from na_estimator.features import feature_names
 from na_training import TRAIN_CONFIG_DIR
 from na_training.model import ModelConfig
 

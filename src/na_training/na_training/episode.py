@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from na_description import RobotSpec
-from na_estimator.features import compute_features
+from na_description.features import compute_features
 
 AXES = ("x", "y", "z")
 NOMINAL = 1       # condition label of an unrestricted joint (NAD condition_<joint>, episodes.parquet condition_label)

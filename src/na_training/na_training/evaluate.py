@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from na_description.features import feature_names, history_windows
 from na_description.spec import robot_option_help
-from na_estimator.features import feature_names, history_windows
 from na_training.baselines.condition import condition_experiment
 from na_training.baselines.metrics import (
     classification_metrics,

@@ -13,7 +13,7 @@ calibrated on NAD windows) and mixed int8 (dynamic int8 for the layers whose err
 calibration windows, fits the budget; the rest fp32). Each is checked against the fp32 JAX model and timed
 here (batch 1, one thread). Every variant whose force is within :data:`FORCE_TOLERANCE_N` and whose contact
 probability is within :data:`CONTACT_TOLERANCE` of JAX on every real window is kept, as one model package
-(na_estimator.model_package): the fastest here is ``out`` itself, the others sit beside it and are named in its
+(na_description.model_package): the fastest here is ``out`` itself, the others sit beside it and are named in its
 metadata, and the estimator picks among them on the machine it runs on (which int8 kernels win depends on the
 CPU). Every candidate's figures on this machine are recorded in the metadata (``variant_checks``).
 """
@@ -33,9 +33,9 @@ import numpy as np
 import onnx
 
 from na_common.machine import cpu_info
-from na_estimator.contract import INPUT_NAME, METADATA_KEYS, OUTPUT_NAMES, VARIANT_KEYS
-from na_estimator.features import FEATURE_UNITS, SCHEMA_VERSION, history_windows
-from na_estimator.model_package import VARIANT_FILES_KEY, file_sha256, sibling_name
+from na_description.features import FEATURE_UNITS, SCHEMA_VERSION, history_windows
+from na_description.model_contract import INPUT_NAME, METADATA_KEYS, OUTPUT_NAMES, VARIANT_KEYS
+from na_description.model_package import VARIANT_FILES_KEY, file_sha256, sibling_name
 from na_training.export_graph import FP32_PASSES, MATMUL_PASSES, PassReport, gemm_to_matmul, optimise, prune
 from na_training.model import NeuralActuator, jit_forward
 from na_training.nad import load_nad
@@ -436,7 +436,7 @@ def export_model(model: NeuralActuator, description: Mapping[str, Any], out: str
 
 def write_package(out: Path, default: str, accepted: Mapping[str, Path], record: Mapping[str, str],
                   rejected: Mapping[str, Path]) -> dict[str, Path]:
-    """The model package (na_estimator.model_package): ``default`` as ``out``, the other ``accepted`` variants
+    """The model package (na_description.model_package): ``default`` as ``out``, the other ``accepted`` variants
     beside it, named in ``out``'s ``variant_files`` with their sha256; ``rejected`` ones written beside it too
     but not named (for inspection). Returns every file written by variant."""
     written: dict[str, Path] = {}

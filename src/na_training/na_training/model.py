@@ -1,6 +1,6 @@
 """The NeuralActuator Transformer in Flax NNX (paper Sec. III-D).
 
-Input: raw SI feature windows ``[B, L, F]`` (the contract of ``na_estimator.features``); the
+Input: raw SI feature windows ``[B, L, F]`` (the contract of ``na_description.features``); the
 z-score normalisation (training statistics, clip +-10) is part of the model state and applied
 inside, so exported graphs take raw features. Encoder: input projection + learned positions,
 pre-norm blocks with query-dependent gated attention (Eq. 5-8) and a GELU feed-forward, final
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from na_estimator.features import HISTORY_LENGTH, NORMALISED_CLIP, NUM_FEATURES
+from na_description.features import HISTORY_LENGTH, NORMALISED_CLIP, NUM_FEATURES
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ import numpy as np
 from flax import nnx
 
 from na_description import RobotSpec, load_spec
+from na_description.features import compute_features
 from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
-from na_estimator.features import compute_features
 from na_training.batches import RECORDED_INPUTS
 from na_training.config import SimConfig
 

@@ -31,7 +31,7 @@ import orbax.checkpoint as ocp
 from flax import nnx
 
 from na_description import RobotSpec, load_spec
-from na_estimator.features import SCHEMA_VERSION, FeatureStats, feature_names
+from na_description.features import SCHEMA_VERSION, FeatureStats, feature_names
 from na_training.batches import DataError, WindowSampler
 from na_training.config import TrainConfig, config_from_dict, for_robot
 from na_training.episode import Episode

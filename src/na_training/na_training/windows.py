@@ -1,7 +1,7 @@
 """Windows of *recorded* features with their labels: what the directly supervised heads learn from.
 
 The deployed estimator feeds the model causal windows of recorded telemetry (``HistoryWindow``);
-every window here is built by the same contract function, :func:`na_estimator.features.history_windows`
+every window here is built by the same contract function, :func:`na_description.features.history_windows`
 (mean-frame padding before the episode start), so the force, contact-gate and condition heads are
 trained on exactly the inputs they will see live. A window ending at frame t is paired with the
 labels at ``t + label_shift`` and with the inverse-dynamics torque label at t (the effort that
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from na_estimator.features import history_windows
+from na_description.features import history_windows
 from na_training.batches import DataError, condition_labels
 from na_training.config import GATE_TARGETS
 from na_training.episode import Episode

@@ -288,7 +288,7 @@ def contract_metadata(n_features: int, history: int, names: list[str] | None = N
     import json
 
     from na_description import load_spec
-    from na_estimator.features import SCHEMA_VERSION, feature_names
+    from na_description.features import SCHEMA_VERSION, feature_names
 
     spec = load_spec()
     names = feature_names(spec) if names is None else names
@@ -331,7 +331,7 @@ def _constant_onnx_model(path, n_features: int, history: int = 9, names: list[st
 
 
 def test_run_comparison_runs_an_onnx_model(tmp_path, linear_data, write_nad):
-    from na_estimator.features import NUM_FEATURES
+    from na_description.features import NUM_FEATURES
     from na_training.baselines.compare import LEARNED, run_comparison
 
     free, contact = linear_data
@@ -358,7 +358,7 @@ def test_compare_cli_refuses_bad_input_with_a_message(tmp_path, capsys):
 
 def test_run_comparison_refuses_a_model_of_other_features_before_loading_the_nad(tmp_path):
     from na_description import load_spec
-    from na_estimator.features import NUM_FEATURES, feature_names
+    from na_description.features import NUM_FEATURES, feature_names
     from na_training.baselines.compare import run_comparison
 
     names = feature_names(load_spec())

@@ -89,7 +89,7 @@ def test_eval_writes_the_paper_tables_and_plots(evaluated):
 
 def test_streaming_metrics_use_the_comparison_selection(evaluated, nad_and_run):
     """Streaming force MAE, false contacts and condition metrics recomputed from the model itself."""
-    from na_estimator.features import history_windows
+    from na_description.features import history_windows
     from na_training.baselines.metrics import classification_metrics, force_mae
     from na_training.nad import load_nad
     from na_training.train import load_trained_model

@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 
 from na_description import load_spec
-from na_estimator.features import FEATURE_NAMES, SCHEMA_VERSION, FeatureStats, history_windows
+from na_description.features import FEATURE_NAMES, SCHEMA_VERSION, FeatureStats, history_windows
 from na_training import export as export_module
 from na_training.config import config_from_dict
 from na_training.export import (

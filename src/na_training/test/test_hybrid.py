@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from na_description import load_spec
-from na_estimator.features import HistoryWindow
+from na_description.features import HistoryWindow
 from na_training.batches import DataError
 from na_training.config import ConfigError, HybridConfig, LossConfig, config_from_dict
 from na_training.inverse_dynamics import InverseDynamics
@@ -111,7 +111,7 @@ def test_class_balanced_condition_loss_gives_each_class_its_share():
 
 
 def test_augmentation_offsets_whole_windows_of_the_named_channels_only():
-    from na_estimator.features import feature_names
+    from na_description.features import feature_names
     from na_training.windows import augment_offsets
 
     names = feature_names(load_spec())

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from na_estimator.features import NORMALISED_CLIP, NUM_FEATURES
+from na_description.features import NORMALISED_CLIP, NUM_FEATURES
 from na_training.model import ModelConfig, build_model, jit_forward, parameter_count
 
 PAPER_PARAMETERS = 1.44e6   # paper Table XII; docs/REFERENCES.md, Paper

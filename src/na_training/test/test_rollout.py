@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from na_description import load_spec
-from na_estimator.features import NUM_FEATURES, episode_features
+from na_description.features import NUM_FEATURES, episode_features
 from na_training.config import SimConfig
 from na_training.rollout import ArmSimulator, enable_float64, simulated_features
 from na_training.synthetic import TORQUE_PER_AMP

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from na_description.features import history_windows
 from na_description.servo_tables import datasheet_torque_per_effort
 from na_description.spec import RobotSpec, load_spec, robot_option_help
-from na_estimator.features import history_windows
 from na_training.baselines.condition import (
     WINDOW_SIZE,
     build_windows,
@@ -243,7 +243,7 @@ class OnnxPredictor:
     def __init__(self, model_path: str | Path, spec: RobotSpec | None = None, batch_size: int = 512) -> None:
         import onnxruntime as ort
 
-        from na_estimator.contract import check_contract
+        from na_description.model_contract import check_contract
 
         try:
             self.session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])

@@ -23,7 +23,7 @@ import numpy as np
 import optax
 
 from na_description import RobotSpec
-from na_estimator.features import NORMALISED_CLIP, FeatureStats, history_windows
+from na_description.features import NORMALISED_CLIP, FeatureStats, history_windows
 from na_training.episode import Episode
 from na_training.windows import RecordedWindows
 

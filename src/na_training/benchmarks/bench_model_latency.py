@@ -12,11 +12,16 @@ timed here with an empty cache) picks among them. This script then times, in one
 * batch 32: samples/s of each variant with ``--batch-threads`` intra-op threads (default 2), and of JAX;
 * accuracy: each variant's max |force - JAX force| and |contact - JAX contact| on the real windows.
 
-    python src/na_estimator/benchmarks/bench_model_latency.py --nad NAD                # random weights
-    python src/na_estimator/benchmarks/bench_model_latency.py --run RUN --nad NAD      # a trained run
-    python src/na_estimator/benchmarks/bench_model_latency.py --model model.onnx      # time an exported package
+    python src/na_training/benchmarks/bench_model_latency.py --nad NAD                # random weights
+    python src/na_training/benchmarks/bench_model_latency.py --run RUN --nad NAD      # a trained run
+    python src/na_training/benchmarks/bench_model_latency.py --model model.onnx      # time an exported package
 
 The paper measured JAX JIT on an RTX 5080 GPU (Table XII; docs/REFERENCES.md, Paper).
+
+It lives beside the exporter whose variants it measures. ``--export-only DIR --stats-npz F`` only exports the
+paper-sized random-weight network (normalised with the ``mean``/``std`` arrays of ``F``, its variants checked on
+its ``windows``) and prints one JSON line: the estimator's DDS benchmark gets its model this way, without
+importing training code.
 """
 
 from __future__ import annotations
@@ -88,7 +93,7 @@ class Timing:
 def synthetic_description(config, mean: np.ndarray, std: np.ndarray, n_parameters: int) -> dict:
     """A run description (as ``na_training.train.describe_run`` writes) for an untrained network."""
     from na_description import load_spec
-    from na_estimator.features import FeatureStats
+    from na_description.features import FeatureStats
     from na_training.train import describe_run
 
     return describe_run(config, FeatureStats(np.asarray(mean, float), np.asarray(std, float)), load_spec(),
@@ -99,7 +104,7 @@ def paper_network(config_path: str | Path = PAPER_CONFIG, *, seed: int = 0,
                   stats: tuple[np.ndarray, np.ndarray] | None = None):
     """The paper-sized NeuralActuator with random weights and its run description. ``stats`` (feature mean, std)
     sets the in-graph normalisation; default: zero mean, the per-unit std floors of the feature contract."""
-    from na_estimator.features import NUM_FEATURES, std_floors
+    from na_description.features import NUM_FEATURES, std_floors
     from na_training.config import load_config
     from na_training.model import build_model, parameter_count
 
@@ -287,13 +292,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-jax", action="store_true", help="skip the jax.jit row")
     parser.add_argument("--keep", type=Path, help="write the exported ONNX files here instead of a temporary directory")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights and input windows")
+    parser.add_argument("--export-only", type=Path, metavar="DIR",
+                        help="only export the random-weight network to DIR/model.onnx (needs --stats-npz) and print "
+                             "one JSON line: its path and accepted variants")
+    parser.add_argument("--stats-npz", type=Path, help="with --export-only: arrays mean, std and windows")
     return parser
+
+
+def export_only(out_dir: Path, stats_npz: Path, config: str, seed: int) -> str:
+    """The JSON line of ``--export-only``."""
+    with np.load(stats_npz) as arrays:
+        mean, std, windows = arrays["mean"], arrays["std"], arrays["windows"]
+    _, report = export_paper_network(out_dir, config_path=config, seed=seed, stats=(mean, std),
+                                     check_windows=windows)
+    return json.dumps({"path": str(report.path), "accepted": [c.name for c in report.checks if c.passed]})
 
 
 def load_network(args, out_dir: Path):
     """(flax model or None, {variant: path}, accepted variants, the package's main file, description text, real
     windows or None, notes). ``--model`` times the package it names as it is."""
-    from na_estimator.model_package import read_package
+    from na_description.model_package import read_package
     from na_estimator.onnx_model import OnnxActuatorModel
     from na_training.export import export_model
     from na_training.model import parameter_count
@@ -318,7 +336,7 @@ def load_network(args, out_dir: Path):
         pad = np.asarray(description["feature_stats"]["mean"])
         check, calibration = nad_windows(args.nad, pad, model.config.history_length, args.windows_per_episode)
         if not args.run:                 # random weights: normalise on the NAD's train frames, as training does
-            from na_estimator.features import FeatureStats
+            from na_description.features import FeatureStats
             from na_training.nad import load_nad, read_info, robot_spec
 
             train = load_nad(args.nad, "train")
@@ -432,8 +450,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.warmup < 0:
         print("bench_model_latency: error: --warmup must be >= 0", file=sys.stderr)
         return 2
+    if args.export_only is not None and args.stats_npz is None:
+        print("bench_model_latency: error: --export-only needs --stats-npz", file=sys.stderr)
+        return 2
     try:
-        print(run(args))
+        print(export_only(args.export_only, args.stats_npz, args.config, args.seed) if args.export_only
+              else run(args))
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         print(f"bench_model_latency: error: {err}", file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from na_description import RobotSpec
-from na_estimator.features import SCHEMA_VERSION, feature_names
+from na_description.features import SCHEMA_VERSION, feature_names
 
 INPUT_NAME = "features"
 OUTPUT_NAMES = ("torque_surrogate", "force_raw", "contact_prob", "force", "condition")
@@ -23,7 +23,7 @@ METADATA_KEYS = ("schema_version", "feature_names", "feature_units", "feature_me
 # Written by the exporter's variant choice (optional for the estimator): which inference variant this file is
 # (fp32, int8-dynamic, int8-static, int8-mixed), every candidate's check against JAX and timing on the exporting
 # machine, the graph passes applied, and (the package's main file only) the other accepted variants' files
-# (na_estimator.model_package).
+# (na_description.model_package).
 VARIANT_KEYS = ("inference_variant", "variant_checks", "graph_passes", "variant_files")
 REQUIRED_KEYS = ("schema_version", "feature_names", "feature_mean", "history_length", "joint_names",
                  "effort_bounds")

@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from na_description import features as feat
 from na_description import load_spec
-from na_estimator import features as feat
 
 
 def _random_episode(rng: np.random.Generator, frames: int) -> dict[str, np.ndarray]:
