@@ -23,9 +23,10 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that is neither a node nor a system test as a unit test."""
+    """Mark every test that is neither a node, a system nor a slow test as a unit test: ``-m unit`` is the quick
+    inner loop (about two minutes on 2 cores); ``./scripts/test.sh`` runs everything."""
     for item in items:
-        if not any(item.get_closest_marker(m) for m in ("node", "system")):
+        if not any(item.get_closest_marker(m) for m in ("node", "system", "slow")):
             item.add_marker(pytest.mark.unit)
 
 

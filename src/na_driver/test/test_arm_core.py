@@ -37,9 +37,11 @@ def run_cycles(core: ArmDriverCore, seconds: float, rate: float = 100.0) -> tupl
 
 
 def test_wrong_port_names_the_port(make_core) -> None:
-    core, _ = make_core("/dev/does-not-exist-na")
+    core, _ = make_core("/dev/does-not-exist-na", port_wait=0.5)      # not the 15 s a launch allows for a port
+    started = time.monotonic()
     with pytest.raises(StartupError, match="/dev/does-not-exist-na"):
         core.start()
+    assert time.monotonic() - started >= 0.45                         # it did wait for the port to appear
 
 
 def test_missing_servo_names_its_id(emulated_arm, make_core) -> None:
