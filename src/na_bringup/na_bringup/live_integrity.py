@@ -7,7 +7,10 @@ stamps of the messages (the drivers stamp each arm state when its bus read compl
 watcher does not mistake its own delay for a silent bus):
 
 * arm states of each arm (``arm_state``): a gap between two stamps longer than ``gap_limit_s`` (the
-  drivers' error timeout) or a servo left stale that long is a fault;
+  drivers' error timeout) or a servo left stale that long is a fault; except where the driver's own count of
+  missed loop deadlines (``ArmState.dropped_cycles``) did not move across the gap: its loop ran every cycle and
+  the states were lost on the way to this watcher (a watcher starved of CPU longer than its queue holds), which
+  says nothing about the rig; such gaps are kept in ``delivery_gaps``;
 * ``/diagnostics`` statuses (``diagnostic``): an ERROR that voids a live result
   (:func:`na_common.diagnostics.voids_live_result`: an arm driver's trip, a servo not responding, a port
   lost, the rig's physics behind wall time; the recorder marks episodes void by the same rule) is a fault,
@@ -57,6 +60,8 @@ class IntegrityWatch:
         self.voiding_statuses = frozenset(voiding_statuses)
         self.faults: list[Fault] = []
         self._last_state: dict[str, float] = {}
+        self._last_dropped: dict[str, int] = {}
+        self.delivery_gaps: list[Fault] = []        # states lost on the way here while the driver ran on time
         self._first_state: dict[str, float] = {}
         self._stale_since: dict[tuple[str, int], float] = {}
         self._unsteady_at = float("-inf")
@@ -67,11 +72,18 @@ class IntegrityWatch:
         self.faults.append(Fault(at, source, reason))
         self._unsteady_at = max(self._unsteady_at, at)
 
-    def arm_state(self, arm: str, stamp: float, stale: Sequence[bool]) -> None:
+    def arm_state(self, arm: str, stamp: float, stale: Sequence[bool], dropped_cycles: int | None = None) -> None:
         last = self._last_state.get(arm)
+        dropped_before = self._last_dropped.get(arm)
         if last is not None and stamp - last > self.gap_limit_s:
-            self._fault(stamp, f"{arm} arm", f"no bus read for {stamp - last:.2f} s")
+            if dropped_cycles is not None and dropped_before is not None and dropped_cycles == dropped_before:
+                self.delivery_gaps.append(Fault(stamp, f"{arm} arm", f"no state received for {stamp - last:.2f} s "
+                                                                    "while the driver missed no cycle"))
+            else:
+                self._fault(stamp, f"{arm} arm", f"no bus read for {stamp - last:.2f} s")
         self._last_state[arm] = stamp if last is None else max(last, stamp)
+        if dropped_cycles is not None:
+            self._last_dropped[arm] = dropped_cycles
         self._first_state.setdefault(arm, stamp)
         for index, is_stale in enumerate(stale):
             key = (arm, index)

@@ -52,7 +52,7 @@ class GraphWatch:
 
     def _state(self, arm: str, msg) -> None:
         if self._accept(msg):
-            self.watch.arm_state(arm, stamp_seconds(msg.header.stamp), msg.stale)
+            self.watch.arm_state(arm, stamp_seconds(msg.header.stamp), msg.stale, msg.dropped_cycles)
 
     def _diagnostics(self, msg) -> None:
         if not self._accept(msg):

@@ -46,6 +46,22 @@ def test_a_silent_bus_past_the_error_timeout_voids_the_window_and_delays_readine
     assert watch.faults_since(3.6) == []
 
 
+def test_a_gap_the_driver_did_not_miss_a_cycle_in_was_lost_on_the_way_not_on_the_bus():
+    watch = IntegrityWatch(gap_limit_s=0.5)
+    dropped = {"leader": 3, "follower": 7}
+    for t in np.arange(0.0, 1.0, PERIOD):
+        for arm in dropped:
+            watch.arm_state(arm, float(t), [False] * 5, dropped[arm])
+    # 2.6 s without a state at the watcher: the leader's loop ran every cycle (its count stays), the follower's
+    # loop missed 260 deadlines.
+    dropped["follower"] += 260
+    for arm in dropped:
+        watch.arm_state(arm, 3.6, [False] * 5, dropped[arm])
+    assert [(f.source, f.reason) for f in watch.faults] == [("follower arm", "no bus read for 2.61 s")]
+    assert [f.source for f in watch.delivery_gaps] == ["leader arm"]
+    assert "2.61 s" in watch.delivery_gaps[0].reason
+
+
 def test_a_short_silence_within_the_timeout_is_not_a_fault_but_a_long_stale_servo_is():
     watch = IntegrityWatch(gap_limit_s=0.5)
     stream(watch, 0.0, 1.0)
