@@ -154,7 +154,14 @@ class LivePhases:
         before = self.fresh_diagnostics()
         sent: dict[str, list[tuple[int, int]]] = {}
 
+        def ours(state) -> bool:
+            return any((state.header.stamp.sec, state.header.stamp.nanosec) in stamps for stamps in sent.values())
+
         def send(kind: str, offset_s: float | None = None, **fields) -> None:
+            if offset_s is None:
+                # The monitor hears this test's own probes too: duplicate a real state, not the probe sent last
+                # (a copy of the 0.3 s-ahead probe is refused as future_stamp, not as out_of_order).
+                self.spin_until(lambda: not ours(monitor.last_state), 5.0, "a real follower state")
             msg = copy.deepcopy(monitor.last_state)
             if offset_s is None:                            # a duplicate of the newest state: out of order
                 stamp = msg.header.stamp
