@@ -40,7 +40,7 @@ CONTACT_MARGIN = {"payload": 0.10, "push": 0.05}  # contact accuracy at least th
 CONTACT_CEILING = 0.98                            # or at least this where the truth leaves the constant less room
 PROBES_PER_KIND = 4
 SWAPPED_DATASET_ID = "adapted-on-the-rig"
-MODEL_FRAME_S = 0.017          # the model's frame (the OpenManipulator-X spec's frame period)
+SWAP_GAP_LIMIT_S = 0.25        # a quarter of the 1 s after which a policy stops on a silent estimator
 DIAGNOSTICS_TIMEOUT = 10.0
 
 
@@ -312,14 +312,15 @@ def test_trained_estimator_beats_trivial_predictors_live_and_refuses_every_probe
     assert delta["out_of_order"] == PROBES_PER_KIND      # the duplicates only: no refused stamp poisoned the history
     assert estimated_probes == 0
     # The model swap: estimates on either side of it; from the last estimate before the swap to 0.5 s after
-    # it, no gap between estimated state stamps longer than two model frames beyond the largest gap of the
-    # second before the swap (the machine's own jitter: measured 12 ms across the swap and 12 ms before it on
-    # a lightly loaded machine, 72 ms across it at load average ~10); /diagnostics names the new model and its
-    # dataset.
+    # it, no gap between estimated state stamps longer than SWAP_GAP_LIMIT_S: the new model loads (and its
+    # inference variants are timed, about a second) beside the running one, so a reload that blocked estimation
+    # fails this, while the machine's load only stretches the gap (measured 12 ms across the swap and 12 ms in
+    # the second before on a lightly loaded machine; 72 ms at load average ~10; 77 ms against 18 ms of jitter
+    # with a CPU-bound process beside the suite). /diagnostics names the new model and its dataset.
     swap_gap, jitter_gap, after_swap, diagnostics, new_model = phases.swap_report
     with capsys.disabled():
         print(f"model swap: largest gap {swap_gap * 1e3:.0f} ms across it, {jitter_gap * 1e3:.0f} ms in the second "
               f"before; {after_swap} estimates after it")
     assert after_swap > 50
-    assert swap_gap <= jitter_gap + 2 * MODEL_FRAME_S, f"estimates paused {swap_gap * 1e3:.0f} ms at the swap"
+    assert swap_gap <= SWAP_GAP_LIMIT_S, f"estimates paused {swap_gap * 1e3:.0f} ms at the swap"
     assert diagnostics["model"] == new_model and diagnostics["dataset_id"] == SWAPPED_DATASET_ID
