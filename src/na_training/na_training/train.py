@@ -15,6 +15,7 @@ writes run.json and metrics.jsonl, and Orbax writes each checkpoint once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -491,18 +492,24 @@ def restore_checkpoint(manager: ocp.CheckpointManager, step: int, abstract: Any,
     """Orbax restore of ``step`` into ``abstract`` (shapes, dtypes, target shardings); a one-line
     ``ValueError`` for a damaged checkpoint or one of another model config."""
     # A failing restore also makes Orbax's internal event loop log the same error with a page of TensorStore
-    # details ("unhandled exception during asyncio.run() shutdown"); the one line below says it.
-    asyncio_log = logging.getLogger("asyncio")
-    level = asyncio_log.level
-    asyncio_log.setLevel(logging.CRITICAL)
+    # details ("unhandled exception during asyncio.run() shutdown"), and its background work, left running, once
+    # printed "Event loop is closed" tracebacks during interpreter shutdown after the error line; the manager is
+    # closed here, with those loggers quiet, so that the one line below is all that is said.
+    quiet = [logging.getLogger(name) for name in ("asyncio", "concurrent.futures")]
+    levels = [log.level for log in quiet]
+    for log in quiet:
+        log.setLevel(logging.CRITICAL)
     try:
         return manager.restore(step, args=ocp.args.StandardRestore(abstract))
     except Exception as err:      # orbax/tensorstore raise many types for a damaged or foreign checkpoint
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        with contextlib.suppress(Exception):
+            manager.close()
         raise ValueError(f"{run_dir}: checkpoint {step} cannot be restored ({type(err).__name__}: "
                          f"{first_line}); is it damaged, or from another model config?") from None
     finally:
-        asyncio_log.setLevel(level)
+        for log, level in zip(quiet, levels, strict=True):
+            log.setLevel(level)
 
 
 def load_trained_model(run_dir: str | Path, step: int | None = None, use_ema: bool = True
