@@ -20,7 +20,6 @@ normal priority, so under CPU load this floor is what no emulator on this host c
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import select
@@ -36,6 +35,7 @@ import numpy as np
 from na_common.machine import machine_line
 from na_description import load_spec, sts3215, xm430
 from na_sim import protocol0, protocol2
+from na_sim.child_process import take_realtime
 from na_sim.rig_config import robot_name
 
 PERIOD_S = 0.01
@@ -61,8 +61,7 @@ def bus_packets(robot: str, servo_ids: list[int]) -> tuple[bytes, bytes, object]
 
 def _echo_main(fd: int, reply: bytes) -> None:
     """The floor's servo side: every instruction read is answered at once with ``reply``."""
-    with contextlib.suppress(AttributeError, OSError):
-        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(BUS_PRIORITY))
+    take_realtime(BUS_PRIORITY)
     while True:
         if not os.read(fd, 4096):
             return
