@@ -72,6 +72,11 @@ def feature_names(spec: RobotSpec | None = None) -> list[str]:
     return [name for name, _, _ in _feature_layout(spec or load_spec())]
 
 
+def feature_units(spec: RobotSpec | None = None) -> list[str]:
+    """The unit of each feature of ``spec``'s layout (the effort's follows its effort signal: mA or %)."""
+    return [unit for _, unit, _ in _feature_layout(spec or load_spec())]
+
+
 def std_floors(spec: RobotSpec | None = None) -> np.ndarray:
     """Per-feature std floor from its unit (docs/REFERENCES.md, Authors' setup)."""
     return np.array([STD_FLOOR_BY_UNIT[unit] for _, unit, _ in _feature_layout(spec or load_spec())])

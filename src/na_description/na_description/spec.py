@@ -6,6 +6,7 @@ simulator, features, training, estimator) reads them through :func:`load_spec`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -15,6 +16,11 @@ import numpy as np
 import yaml
 
 ROBOTS_DIR = Path(__file__).resolve().parent / "robots"
+# Folders (os.pathsep-separated) searched after ROBOTS_DIR for a robot named <name>: <name>.yaml and its MJCF, with
+# the simulator's tasks_<name>.yaml and sim_rig_<name>.yaml beside them; an arm is added as files, not code.
+ROBOT_PATH_VARIABLE = "NA_ROBOT_PATH"
+# Companion files that share a robot folder with the specs and are not specs themselves.
+_COMPANION_PREFIXES = ("tasks_", "sim_rig_")
 DEFAULT_ROBOT = "open_manipulator_x"
 # Short names accepted wherever a robot is named (launch argument robot:=omx_x, --robot omx_x).
 ROBOT_ALIASES = {"omx_x": "open_manipulator_x"}
@@ -102,6 +108,7 @@ class RobotSpec:
     position_gains: dict[str, int]
     joints: tuple[JointSpec, ...]
     gripper: GripperMap
+    source: Path | None = None    # the spec YAML it was read from (its folder holds the robot's other files)
 
     @property
     def joint_names(self) -> list[str]:
@@ -198,6 +205,19 @@ def shipped_robots() -> list[str]:
     return sorted(p.stem for p in ROBOTS_DIR.glob("*.yaml"))
 
 
+def robot_dirs() -> list[Path]:
+    """Where a robot's name is looked up: the shipped ``robots/``, then each folder of ``$NA_ROBOT_PATH``."""
+    extra = os.environ.get(ROBOT_PATH_VARIABLE, "")
+    return [ROBOTS_DIR, *(Path(folder).expanduser() for folder in extra.split(os.pathsep) if folder)]
+
+
+def known_robots() -> list[str]:
+    """Every robot name ``load_spec`` resolves: the shipped ones and those on ``$NA_ROBOT_PATH``."""
+    names = {path.stem for folder in robot_dirs() for path in folder.glob("*.yaml")
+             if not path.stem.startswith(_COMPANION_PREFIXES)}
+    return sorted(names)
+
+
 def _spec_path(robot: str | Path | None) -> Path:
     """A spec YAML path, or the file of a shipped robot named ``robot`` (a bare name like ``so101``)."""
     if robot is None:
@@ -206,10 +226,13 @@ def _spec_path(robot: str | Path | None) -> Path:
     if path.suffix or len(path.parts) != 1:
         return path
     robot = ROBOT_ALIASES.get(str(robot), str(robot))
-    if robot not in shipped_robots():
-        known = ", ".join(shipped_robots() + [f"{alias} (= {name})" for alias, name in ROBOT_ALIASES.items()])
-        raise SpecError(f"unknown robot {str(robot)!r} (shipped: {known})")
-    return ROBOTS_DIR / f"{robot}.yaml"
+    for folder in robot_dirs():
+        candidate = folder / f"{robot}.yaml"
+        if candidate.is_file() and not robot.startswith(_COMPANION_PREFIXES):
+            return candidate
+    known = ", ".join(known_robots() + [f"{alias} (= {name})" for alias, name in ROBOT_ALIASES.items()])
+    raise SpecError(f"unknown robot {str(robot)!r} (known: {known}; "
+                    f"${ROBOT_PATH_VARIABLE} adds folders of robot specs)")
 
 
 @lru_cache(maxsize=8)
@@ -268,10 +291,12 @@ def load_spec(path: str | Path | None = None) -> RobotSpec:
         position_gains={k: int(v) for k, v in servo["position_gains"].items()},
         joints=tuple(joints),
         gripper=gripper,
+        source=spec_path.resolve(),
     )
 
 
 def robot_option_help(default_note: str = "default: open_manipulator_x") -> str:
     """Help text of the suite's ``--robot`` option (every command that works on one arm's data or models)."""
-    names = shipped_robots() + list(ROBOT_ALIASES)
-    return f"the arm: {', '.join(names)} or a robot spec YAML path ({default_note})"
+    names = known_robots() + list(ROBOT_ALIASES)
+    return (f"the arm: {', '.join(names)}, a robot on ${ROBOT_PATH_VARIABLE}, or a robot spec YAML path "
+            f"({default_note})")

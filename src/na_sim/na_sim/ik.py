@@ -73,7 +73,7 @@ def _solve_from(kin: Kinematics, profile: TaskProfile, target: np.ndarray, pitch
             return q
         jac = np.vstack([kin.tool_jacobian(arm)[:, :n], pitch_weight * row])
         residual = np.concatenate([pos_err, [pitch_weight * pitch_err]])
-        step = jac.T @ np.linalg.solve(jac @ jac.T + damping**2 * np.eye(n), residual)
+        step = jac.T @ np.linalg.solve(jac @ jac.T + damping**2 * np.eye(len(residual)), residual)
         # Limit the step so the linearisation holds.
         step *= min(1.0, 0.3 / max(np.max(np.abs(step)), 1e-12))
         q = np.clip(q + step, lower, upper)

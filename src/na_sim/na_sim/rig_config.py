@@ -46,11 +46,17 @@ def robot_name(robot: str | None) -> str:
 def rig_config_for(robot: str | None) -> str:
     """The shipped rig config of ``robot`` (one-line error for a robot without one)."""
     name = robot_name(robot)
-    try:
+    if name in ROBOT_RIG_CONFIGS:
         return ROBOT_RIG_CONFIGS[name]
-    except KeyError:
-        known = ", ".join(sorted({*ROBOT_RIG_CONFIGS, *ROBOT_ALIASES}))
-        raise RigConfigError(f"no simulated rig for robot {robot!r} (known: {known})") from None
+    try:                           # an arm added as files: its rig config sits beside its spec
+        source = load_spec(name).source
+    except SpecError:
+        source = None
+    if source is not None and (source.parent / f"sim_rig_{name}.yaml").is_file():
+        return str(source.parent / f"sim_rig_{name}.yaml")
+    known = ", ".join(sorted({*ROBOT_RIG_CONFIGS, *ROBOT_ALIASES}))
+    raise RigConfigError(f"no simulated rig for robot {robot!r} (known: {known}; an arm on $NA_ROBOT_PATH needs "
+                         f"sim_rig_{name}.yaml beside its spec)") from None
 
 
 def parse_fixture(pose) -> FixturePose:

@@ -81,17 +81,23 @@ def _box(raw: dict, what: str) -> Box:
     return Box(low, high, _pair(raw.get("pitch", (0.0, 0.0)), f"{what}.pitch"))
 
 
-def profile_path(robot: str) -> Path:
-    return CONFIG_DIR / f"tasks_{robot}.yaml"
+def profile_path(robot: str, spec: RobotSpec | None = None) -> Path:
+    """``tasks_<robot>.yaml``: shipped in ``na_sim/config/``, else beside the robot's spec file (an arm added as
+    files on ``$NA_ROBOT_PATH``)."""
+    shipped = CONFIG_DIR / f"tasks_{robot}.yaml"
+    if shipped.is_file() or spec is None or spec.source is None:
+        return shipped
+    return spec.source.parent / f"tasks_{robot}.yaml"
 
 
 _CACHE: dict[tuple[str, Path], TaskProfile] = {}
 
 
 def _load(robot: str, spec: RobotSpec) -> TaskProfile:
-    path = profile_path(robot)
+    path = profile_path(robot, spec)
     if not path.is_file():
-        raise TaskProfileError(f"robot '{robot}' has no task profile ({path.name} in {CONFIG_DIR})")
+        raise TaskProfileError(f"robot '{robot}' has no task profile ({path.name} in {CONFIG_DIR} or beside its "
+                               "spec)")
     raw = load_yaml_mapping(path, TaskProfileError, "task profile")
     try:
         return _parse(raw, spec)

@@ -33,9 +33,10 @@ import numpy as np
 import onnx
 
 from na_common.machine import cpu_info
-from na_description.features import FEATURE_UNITS, SCHEMA_VERSION, history_windows
+from na_description.features import SCHEMA_VERSION, feature_units, history_windows
 from na_description.model_contract import INPUT_NAME, METADATA_KEYS, OUTPUT_NAMES, VARIANT_KEYS
 from na_description.model_package import VARIANT_FILES_KEY, file_sha256, sibling_name
+from na_description.spec import SpecError, load_spec
 from na_training.export_graph import FP32_PASSES, MATMUL_PASSES, PassReport, gemm_to_matmul, optimise, prune
 from na_training.model import NeuralActuator, jit_forward
 from na_training.nad import load_nad
@@ -96,6 +97,16 @@ def trace_to_onnx(model: NeuralActuator) -> onnx.ModelProto:
     return proto
 
 
+def _units_of(description: Mapping[str, Any]) -> list[str]:
+    """The feature units of the run's arm; empty when its spec cannot be found here (the names still say which
+    feature is which)."""
+    try:
+        units = feature_units(load_spec(description.get("robot") or None))
+    except SpecError:
+        return []
+    return units if len(units) == len(description["feature_names"]) else []
+
+
 def build_metadata(description: Mapping[str, Any]) -> dict[str, str]:
     """``metadata_props`` from a run description (``na_training.train.Trainer.run_description``)."""
     config = description["config"]
@@ -103,8 +114,7 @@ def build_metadata(description: Mapping[str, Any]) -> dict[str, str]:
     metadata = {
         "schema_version": str(description["schema_version"]),
         "feature_names": json.dumps(description["feature_names"]),
-        "feature_units": json.dumps(FEATURE_UNITS if len(FEATURE_UNITS) == len(description["feature_names"])
-                                    else []),
+        "feature_units": json.dumps(_units_of(description)),
         "feature_mean": json.dumps(stats["mean"]),
         "feature_std": json.dumps(stats["std"]),
         "history_length": str(config["model"]["history_length"]),
