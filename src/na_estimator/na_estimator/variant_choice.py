@@ -83,12 +83,15 @@ def time_calls(calls: Mapping[str, Callable[[], object]], budget_s: float = TIMI
                calls_per_round: int = TIMING_CALLS, warmup: int = WARMUP_CALLS,
                clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
     """Batch-1 ms per variant: rounds of ``calls_per_round`` calls each, interleaved across the variants, until
-    ``budget_s`` is spent (at least one round); each variant's lowest round median counts (a shared machine
-    slows some rounds, and interleaving spreads that over all variants)."""
+    ``budget_s`` is spent (at least one round); a variant's figure is the median of its round medians, an
+    estimate of the p50 the estimator will see (a shared machine slows some rounds, and interleaving spreads
+    that over all variants). The lowest round median, used before, favoured a variant with occasional fast
+    rounds: on a CPU without AVX-512 it picked fp32 at 0.763 ms over int8-mixed at 0.795 ms, whose p50 over
+    5,000 calls was 6 % lower."""
     for call in calls.values():
         for _ in range(warmup):
             call()
-    best = {name: np.inf for name in calls}
+    rounds: dict[str, list[float]] = {name: [] for name in calls}
     start = clock()
     while True:
         for name, call in calls.items():
@@ -97,6 +100,6 @@ def time_calls(calls: Mapping[str, Callable[[], object]], budget_s: float = TIMI
                 began = clock()
                 call()
                 samples[k] = clock() - began
-            best[name] = min(best[name], float(np.median(samples)) * 1e3)
+            rounds[name].append(float(np.median(samples)) * 1e3)
         if clock() - start >= budget_s:
-            return best
+            return {name: float(np.median(medians)) for name, medians in rounds.items()}
