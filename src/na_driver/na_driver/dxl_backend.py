@@ -208,7 +208,17 @@ class DxlBackend(ServoBackend):
         """Expired watchdogs: the servos stopped and hold; clear, re-arm, and let the next command through."""
         self.watchdog_expiries += 1
         servos = [self.ids[k] for k in indices]
-        cause = f" after {silent_for * 1e3:.0f} ms without a packet" if silent_for > 0 else ""
+        # silent_for is the driver's side: how long before this cycle it last sent. Read from the register with a
+        # short silent_for, the servo went without a packet that this driver had sent in time (the line, or on
+        # the simulated rig the host's pty, held it back); the log says which.
+        limit_s = self.watchdog_units * xm430.BUS_WATCHDOG_UNIT_S
+        if silent_for > limit_s:
+            cause = f" after {silent_for * 1e3:.0f} ms without a packet"
+        elif silent_for > 0:
+            cause = (f" although this driver last sent {silent_for * 1e3:.0f} ms before this cycle (limit "
+                     f"{limit_s * 1e3:.0f} ms): its packets reached the servos late")
+        else:
+            cause = ""
         self.log(WARN, f"{self.config.role} arm: Bus Watchdog of servo(s) {servos} expired{cause}: they stopped "
                        f"and held; clearing and re-arming")
         for sid in servos:
