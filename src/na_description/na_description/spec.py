@@ -226,10 +226,10 @@ def _spec_path(robot: str | Path | None) -> Path:
     if path.suffix or len(path.parts) != 1:
         return path
     robot = ROBOT_ALIASES.get(str(robot), str(robot))
-    for folder in robot_dirs():
-        candidate = folder / f"{robot}.yaml"
-        if candidate.is_file() and not robot.startswith(_COMPANION_PREFIXES):
-            return candidate
+    if not robot.startswith(_COMPANION_PREFIXES):
+        for folder in robot_dirs():
+            if (folder / f"{robot}.yaml").is_file():
+                return folder / f"{robot}.yaml"
     known = ", ".join(known_robots() + [f"{alias} (= {name})" for alias, name in ROBOT_ALIASES.items()])
     raise SpecError(f"unknown robot {str(robot)!r} (known: {known}; "
                     f"${ROBOT_PATH_VARIABLE} adds folders of robot specs)")

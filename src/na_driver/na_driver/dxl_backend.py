@@ -190,6 +190,10 @@ class DxlBackend(ServoBackend):
         self.watchdog_armed = True
         self._watchdog_pending = False
 
+    @property
+    def _watchdog_limit_s(self) -> float:
+        return self.watchdog_units * xm430.BUS_WATCHDOG_UNIT_S
+
     def _check_watchdogs(self, replies: dict[int, ServoReply], silent_for: float) -> None:
         """Recover servos whose Bus Watchdog expired (read in the block, or inferred from a long silence)."""
         if not self.watchdog_armed:
@@ -197,7 +201,7 @@ class DxlBackend(ServoBackend):
         if self.layout.has("bus_watchdog"):
             expired = [k for k, sid in enumerate(self.ids) if sid in replies
                        and self.layout.value(replies[sid].data, "bus_watchdog") == xm430.BUS_WATCHDOG_EXPIRED]
-        elif silent_for > self.watchdog_units * xm430.BUS_WATCHDOG_UNIT_S:
+        elif silent_for > self._watchdog_limit_s:
             expired = [k for k, sid in enumerate(self.ids) if self._has_watchdog(sid)]
         else:
             expired = []
@@ -208,10 +212,10 @@ class DxlBackend(ServoBackend):
         """Expired watchdogs: the servos stopped and hold; clear, re-arm, and let the next command through."""
         self.watchdog_expiries += 1
         servos = [self.ids[k] for k in indices]
-        # silent_for is the driver's side: how long before this cycle it last sent. Read from the register with a
-        # short silent_for, the servo went without a packet that this driver had sent in time (the line, or on
-        # the simulated rig the host's pty, held it back); the log says which.
-        limit_s = self.watchdog_units * xm430.BUS_WATCHDOG_UNIT_S
+        # silent_for is the driver's side: how long before this cycle it last sent. An expiry read from the register
+        # with a shorter silent_for means packets this driver sent in time reached the servo late (held back on
+        # the line, or on the simulated rig in the host's pty).
+        limit_s = self._watchdog_limit_s
         if silent_for > limit_s:
             cause = f" after {silent_for * 1e3:.0f} ms without a packet"
         elif silent_for > 0:

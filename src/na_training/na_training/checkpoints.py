@@ -43,29 +43,27 @@ def shape_mismatch(directory: str | Path, step: int, abstract: Any) -> str | Non
              for path, leaf in jax.tree_util.tree_leaves_with_path(metadata)}
     wanted = {_path_name(path): tuple(leaf.shape) for path, leaf in jax.tree_util.tree_leaves_with_path(abstract)}
     params = sorted(name for name in wanted if name.startswith("params/"))
-    missing = [name for name in params if name not in saved]
-    if missing and len(missing) < len(params):
-        return f"the checkpoint has no array {missing[0]}"
+    if not any(name in saved for name in params):      # the two trees spell their keys differently: the restore decides
+        return None
     for name in params:
-        if name in saved and saved[name] != wanted[name]:
+        if name not in saved:
+            return f"the checkpoint has no array {name}"
+        if saved[name] != wanted[name]:
             return f"{name} is {saved[name]} in the checkpoint, {wanted[name]} in this config"
-    extra = [name for name in saved if name.startswith("params/") and name not in wanted]
-    if extra and not missing:
-        return f"the checkpoint has an array {extra[0]} that this config does not"
-    return None
+    extra = sorted(name for name in saved if name.startswith("params/") and name not in wanted)
+    return f"the checkpoint has an array {extra[0]} that this config does not" if extra else None
 
 
 def close_briefly(manager: ocp.CheckpointManager, timeout_s: float = 5.0) -> None:
     """Close a manager whose restore failed, giving up after ``timeout_s``: its background work may be stuck on
     the failure, and an error must not turn into a hang."""
-    closer = threading.Thread(target=_close, args=(manager,), daemon=True, name="orbax-close")
+    def close() -> None:
+        with contextlib.suppress(Exception):
+            manager.close()
+
+    closer = threading.Thread(target=close, daemon=True, name="orbax-close")
     closer.start()
     closer.join(timeout_s)
-
-
-def _close(manager: ocp.CheckpointManager) -> None:
-    with contextlib.suppress(Exception):
-        manager.close()
 
 
 def restore_checkpoint(manager: ocp.CheckpointManager, step: int, abstract: Any, run_dir: str | Path | None) -> Any:
