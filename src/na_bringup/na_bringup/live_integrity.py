@@ -8,9 +8,10 @@ watcher does not mistake its own delay for a silent bus):
 
 * arm states of each arm (``arm_state``): a gap between two stamps longer than ``gap_limit_s`` (the
   drivers' error timeout) or a servo left stale that long is a fault; except where the driver's own count of
-  missed loop deadlines (``ArmState.dropped_cycles``) did not move across the gap: its loop ran every cycle and
-  the states were lost on the way to this watcher (a watcher starved of CPU longer than its queue holds), which
-  says nothing about the rig; such gaps are kept in ``delivery_gaps``;
+  missed loop deadlines (``ArmState.dropped_cycles``) says its loop read the bus across the gap: when the
+  cycles it missed there, at the arm's period (the typical spacing of its stamps), span no more than the gap
+  limit, the states were lost on the way to this watcher (a watcher starved of CPU longer than its queue
+  holds), which says nothing about the rig; such gaps are kept in ``delivery_gaps``;
 * ``/diagnostics`` statuses (``diagnostic``): an ERROR that voids a live result
   (:func:`na_common.diagnostics.voids_live_result`: an arm driver's trip, a servo not responding, a port
   lost, the rig's physics behind wall time; the recorder marks episodes void by the same rule) is a fault,
@@ -33,6 +34,9 @@ from na_common.diagnostics import ESTIMATOR_STATUS, voids_live_result
 ERROR_LEVEL = 2                      # diagnostic_msgs/DiagnosticStatus.ERROR
 DEFAULT_GAP_LIMIT_S = 0.5            # the arm drivers' error_timeout (config/*_arm.yaml)
 DEFAULT_STEADY_WINDOW_S = 1.0
+_DEFAULT_PERIOD_S = 0.01             # an arm's period until its stamps show it (the drivers' loop_rate: 100 Hz)
+_PERIOD_SAMPLE_LIMIT_S = 0.1         # stamp spacings up to this long tell the period; longer ones are gaps
+_PERIOD_SMOOTHING = 0.05
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class IntegrityWatch:
         self.faults: list[Fault] = []
         self._last_state: dict[str, float] = {}
         self._last_dropped: dict[str, int] = {}
+        self._period: dict[str, float] = {}
         self.delivery_gaps: list[Fault] = []        # states lost on the way here while the driver ran on time
         self._first_state: dict[str, float] = {}
         self._stale_since: dict[tuple[str, int], float] = {}
@@ -75,12 +80,19 @@ class IntegrityWatch:
     def arm_state(self, arm: str, stamp: float, stale: Sequence[bool], dropped_cycles: int | None = None) -> None:
         last = self._last_state.get(arm)
         dropped_before = self._last_dropped.get(arm)
+        if last is not None and 0 < stamp - last <= _PERIOD_SAMPLE_LIMIT_S:
+            previous = self._period.get(arm, stamp - last)
+            self._period[arm] = previous + _PERIOD_SMOOTHING * (stamp - last - previous)
         if last is not None and stamp - last > self.gap_limit_s:
-            if dropped_cycles is not None and dropped_before is not None and dropped_cycles == dropped_before:
-                self.delivery_gaps.append(Fault(stamp, f"{arm} arm", f"no state received for {stamp - last:.2f} s "
-                                                                    "while the driver missed no cycle"))
+            gap = stamp - last
+            missed = None if dropped_cycles is None or dropped_before is None else dropped_cycles - dropped_before
+            # Without a stall of its own the loop reads the bus every period: at most (missed + 1) periods unread.
+            loop_silent = None if missed is None else (missed + 1) * self._period.get(arm, _DEFAULT_PERIOD_S)
+            if loop_silent is not None and loop_silent <= self.gap_limit_s:
+                self.delivery_gaps.append(Fault(stamp, f"{arm} arm", f"no state received for {gap:.2f} s while "
+                                                                    f"the driver missed {missed} cycle(s)"))
             else:
-                self._fault(stamp, f"{arm} arm", f"no bus read for {stamp - last:.2f} s")
+                self._fault(stamp, f"{arm} arm", f"no bus read for {gap:.2f} s")
         self._last_state[arm] = stamp if last is None else max(last, stamp)
         if dropped_cycles is not None:
             self._last_dropped[arm] = dropped_cycles

@@ -62,6 +62,18 @@ def test_a_gap_the_driver_did_not_miss_a_cycle_in_was_lost_on_the_way_not_on_the
     assert "2.61 s" in watch.delivery_gaps[0].reason
 
 
+@pytest.mark.parametrize(("missed", "is_fault"), [(1, False), (40, False), (55, True), (70, True)])
+def test_a_gap_is_a_bus_fault_only_when_the_missed_cycles_span_the_limit(missed, is_fault):
+    """0.7 s without a state at the watcher; the driver's loop missed ``missed`` deadlines of 10 ms in it: one
+    late cycle (or 40, 0.41 s unread) is states lost on the way; 55 or more cycles (0.56 s) left the bus unread."""
+    watch = IntegrityWatch(gap_limit_s=0.5)
+    for t in np.arange(0.0, 1.0, PERIOD):
+        watch.arm_state("follower", float(t), [False] * 5, 2)
+    watch.arm_state("follower", 0.99 + 0.7, [False] * 5, 2 + missed)
+    assert bool(watch.faults) is is_fault
+    assert bool(watch.delivery_gaps) is not is_fault
+
+
 def test_a_short_silence_within_the_timeout_is_not_a_fault_but_a_long_stale_servo_is():
     watch = IntegrityWatch(gap_limit_s=0.5)
     stream(watch, 0.0, 1.0)

@@ -21,12 +21,15 @@ START_TIMEOUT_S = 60.0          # spawning a Python process on a loaded 2-core m
 STOP_TIMEOUT_S = 5.0
 
 
-def take_realtime(priority: int) -> bool:
-    """SCHED_FIFO at ``priority`` for the calling thread (and the threads it starts); normal scheduling for
-    0. True when the real-time policy took (it needs CAP_SYS_NICE or an RLIMIT_RTPRIO that allows it)."""
+def take_realtime(priority: int, nice: int = 0) -> bool:
+    """SCHED_FIFO at ``priority`` for the calling thread (and the threads it starts); for 0, normal scheduling
+    at ``nice`` (negative: a larger share of the CPU than other normal processes, where the OS allows it).
+    True when the real-time policy took (it needs CAP_SYS_NICE or an RLIMIT_RTPRIO that allows it)."""
     try:
         if priority <= 0:
             os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, 0, nice)      # Linux: this thread only, inherited by new ones
             return False
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
         return True

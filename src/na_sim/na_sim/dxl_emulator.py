@@ -52,7 +52,7 @@ LOG = logging.getLogger(__name__)
 WriteHook = Callable[[ServoRegisters, int, bytes], None]
 ServoHook = Callable[[ServoRegisters], None]
 
-_WATCHDOG_POLL_S = 0.001            # bus-thread wake-up granularity while a Bus Watchdog is running
+_WATCHDOG_LATE_S = 1e-4             # wake this long after a Bus Watchdog deadline, so that it has passed
 TICK_WRAP = 32768                   # Realtime Tick counts 0 .. 32767 ms (e-manual)
 
 # Status Return Level (address 68): which instructions get a status packet (e-manual).
@@ -303,9 +303,12 @@ class DxlBusEmulator(PtyBus[p2.Packet, ServoRegisters]):
         return live if ids is None else [s for s in live if s.servo_id in ids]
 
     def _poll_timeout(self, timeout: float) -> float:
-        """A running Bus Watchdog must expire on time: the bus thread wakes every millisecond for it."""
-        running = any(s.watchdog_deadline() is not None for s in self.servos)
-        return min(timeout, _WATCHDOG_POLL_S) if running else timeout
+        """A running Bus Watchdog must expire on time: the bus thread wakes when the first one is due (each
+        instruction moves the deadlines, so the wait is worked out again after every packet)."""
+        deadlines = [d for d in (s.watchdog_deadline() for s in self.servos) if d is not None]
+        if not deadlines:
+            return timeout
+        return min(timeout, max(0.0, min(deadlines) - time.monotonic()) + _WATCHDOG_LATE_S)
 
     def _between_packets(self) -> bool:
         """Runs every servo's Bus Watchdog while the line is between packets; True when one expired."""

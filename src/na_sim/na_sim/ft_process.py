@@ -25,13 +25,14 @@ class FtSetup:
     serial_rate: float
     faults: FtFaults
     priority: int
+    nice: int = 0
 
 
 def _serve_ft(control, setup: FtSetup) -> None:
     from na_sim.ft_emulator import NetFtEmulator, SerialFtEmulator
     from na_sim.rig_record import RigRecordReader
 
-    realtime = take_realtime(setup.priority)
+    realtime = take_realtime(setup.priority, setup.nice)
     reader = RigRecordReader(setup.record_path)
     netft = NetFtEmulator(reader.sensor_wrench, port=setup.netft_port, rate_hz=setup.netft_rate,
                           faults=setup.faults).start() if setup.netft else None

@@ -39,12 +39,26 @@ from na_sim.truth_publisher import TruthSetup, start_truth_publisher
 
 OPERATOR_RATE_HZ = 100.0          # how often the scripted operator moves the leader
 GIL_SWITCH_INTERVAL_S = 5e-4      # physics and operator share one interpreter
-PHYSICS_PRIORITY = 40             # SCHED_FIFO of the physics and the F/T sensors: below the drivers' loops (50)
+PHYSICS_PRIORITY = 40             # SCHED_FIFO of the physics: below the drivers' loops (50)
+FT_PRIORITY = 0                   # normal scheduling for the F/T sensor process, at FT_NICE where allowed:
+FT_NICE = -10                     # real-time work that runs steadily (the physics, the F/T streams) keeps the
+# CPUs from the kernel's normal-priority workers, which carry the bytes of every pseudo-terminal. When it
+# took both cores of a 2-core machine, both emulated buses went silent for up to the kernel's real-time
+# throttling window (0.95 s). The F/T streams are paced by their own clocks and reach their drivers through
+# socket and pty buffers, so they can wait a few milliseconds; the physics keeps the servos' time base.
+EXCHANGE_PERIOD_S = 0.009         # longest step between two register exchanges: below the drivers' 10 ms reads
 STALL_MARGIN_S = 0.05             # physics behind wall time by more than this: said, and on /diagnostics as ERROR
 READY_WINDOW_S = 0.5              # the rig reports ready after running this long without such a stall
 READY_TIMEOUT_S = 60.0            # ... or gives up after this long
 SUPERVISE_PERIOD_S = 0.1          # how often the supervisor looks at the parts
 DRILL_SILENCE_S = 1.0             # SIGUSR1: the follower's bus says nothing this long (a trip, for fault drills)
+
+
+def exchange_period(timestep_s: float) -> float:
+    """Period of the live physics loop: whole MuJoCo steps, at most ``EXCHANGE_PERIOD_S``, between two register
+    exchanges with the buses (each exchange costs about as much as two steps), so every 10 ms bus read still
+    finds values newer than the last read."""
+    return max(1, int(EXCHANGE_PERIOD_S / timestep_s + 1e-9)) * timestep_s
 
 
 def add_rig_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -85,8 +99,12 @@ def add_rig_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
                         help=f"SCHED_FIFO priority of the two bus processes (default {DEFAULT_PRIORITY}, above the "
                              "arm drivers' loops; 0 = normal scheduling; needs CAP_SYS_NICE, else normal)")
     parser.add_argument("--physics-priority", type=int, default=PHYSICS_PRIORITY,
-                        help=f"SCHED_FIFO priority of the physics and of the F/T sensor process (default "
-                             f"{PHYSICS_PRIORITY}, below the arm drivers' loops; 0 = normal scheduling)")
+                        help=f"SCHED_FIFO priority of the physics (default {PHYSICS_PRIORITY}, below the arm drivers' "
+                             "loops; 0 = normal scheduling)")
+    parser.add_argument("--ft-priority", type=int, default=FT_PRIORITY,
+                        help=f"SCHED_FIFO priority of the F/T sensor process (default {FT_PRIORITY}: normal scheduling "
+                             f"at nice {FT_NICE} where allowed; steady real-time work on a machine without a core to "
+                             "spare delays the kernel's pseudo-terminal workers, and with them both emulated buses)")
     parser.add_argument("--dxl-drop-rate", type=float, default=0.0, help="fault: status packets dropped (0-1)")
     parser.add_argument("--dxl-corrupt-rate", type=float, default=0.0,
                         help="fault: probability per status-packet byte of corruption (0-1)")
@@ -225,7 +243,8 @@ def _check_args(args: argparse.Namespace) -> str | None:
     for name, value in rates.items():
         if not 0.0 <= value <= 1.0:
             return f"{name} must be between 0 and 1, got {value}"
-    for name, value in (("--bus-priority", args.bus_priority), ("--physics-priority", args.physics_priority)):
+    for name, value in (("--bus-priority", args.bus_priority), ("--physics-priority", args.physics_priority),
+                        ("--ft-priority", args.ft_priority)):
         if not 0 <= value <= 99:
             return f"{name} must be 0..99, got {value}"
     if args.duration < 0 or args.status_every < 0:
@@ -327,7 +346,7 @@ def run_live_rig(args: argparse.Namespace) -> int:
         truth_link = TruthLink(rig)
         started.append(truth_link)
         children = _start_children(rig, args, truth_link, dxl_faults, ft_faults, started)
-        runner = RealtimeRunner(rig, stall_margin=STALL_MARGIN_S,
+        runner = RealtimeRunner(rig, period=exchange_period(rig.config.timestep_s), stall_margin=STALL_MARGIN_S,
                                 links=(*(link for link, _ in children.buses.values()), truth_link))
         truth_link.runner = runner
         physics_realtime = take_realtime(args.physics_priority)     # the runner and operator threads inherit it
@@ -427,7 +446,7 @@ def _start_children(rig: Any, args: argparse.Namespace, truth_link: TruthLink, d
         started.append(_ArmBus(link, bus))
         buses[role] = (link, bus)
     ft = start_ft(FtSetup(truth_link.path, not args.no_netft, args.netft_port, args.netft_rate, not args.no_serial_ft,
-                          args.serial_ft_rate, ft_faults, args.physics_priority))
+                          args.serial_ft_rate, ft_faults, args.ft_priority, FT_NICE))
     started.append(ft)
     truth = None
     if args.ros:

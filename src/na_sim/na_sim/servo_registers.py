@@ -49,6 +49,7 @@ _INDIRECT_ADDRESS_1 = xm430.REGISTERS["indirect_address_1"].address
 _INDIRECT_DATA_1 = xm430.REGISTERS["indirect_data_1"].address
 _INDIRECT_COUNT = 28
 _BUS_WATCHDOG = xm430.REGISTERS["bus_watchdog"]
+_ID_ADDRESS = xm430.REGISTERS["id"].address
 _GOAL_REGISTERS = ("goal_pwm", "goal_current", "goal_velocity", "goal_position")
 _POSITION_MODES = (3, 4, 5)
 _HOLD_ON_WATCHDOG = {1: "goal_velocity", 16: "goal_pwm", 0: "goal_current"}   # mode -> goal zeroed on expiry
@@ -120,7 +121,8 @@ class ServoRegisters:
 
     @property
     def servo_id(self) -> int:
-        return self.get("id")
+        # One unsigned byte, read on every packet for every servo on the bus: straight from the table.
+        return self._memory[_ID_ADDRESS]
 
     @property
     def alert(self) -> bool:

@@ -20,3 +20,13 @@ def test_the_rig_removes_its_info_file_and_port_links_when_it_stops(tmp_path):
     assert json.loads(ready.split(": ", 1)[1])["servo_ids"]          # it did come up and print its ports
     assert not info_path.exists(), "rig.json still points at ports that no longer exist"
     assert not any(path.is_symlink() for path in links.iterdir())
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("timestep_s", "period_s"), [(0.00425, 0.0085), (1 / 150, 1 / 150), (0.002, 0.008),
+                                                      (0.02, 0.02)])
+def test_the_live_physics_exchanges_registers_within_a_bus_read_period(timestep_s, period_s):
+    """Whole MuJoCo steps between two register exchanges, at most 9 ms (the drivers read every 10 ms)."""
+    from na_sim.live_rig import exchange_period
+
+    assert exchange_period(timestep_s) == pytest.approx(period_s)
