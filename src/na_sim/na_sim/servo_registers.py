@@ -28,6 +28,7 @@ ROS-free. The layout, defaults, ranges and access rights come from ``na_descript
 
 from __future__ import annotations
 
+import struct
 import threading
 
 from na_description import xm430
@@ -48,6 +49,7 @@ _TORQUE_ENABLE = xm430.REGISTERS["torque_enable"]
 _INDIRECT_ADDRESS_1 = xm430.REGISTERS["indirect_address_1"].address
 _INDIRECT_DATA_1 = xm430.REGISTERS["indirect_data_1"].address
 _INDIRECT_COUNT = 28
+_INDIRECT_ADDRESSES = struct.Struct(f"<{_INDIRECT_COUNT}H")   # Indirect Address 1..28, 2 bytes each
 _BUS_WATCHDOG = xm430.REGISTERS["bus_watchdog"]
 _ID_ADDRESS = xm430.REGISTERS["id"].address
 _GOAL_REGISTERS = ("goal_pwm", "goal_current", "goal_velocity", "goal_position")
@@ -187,11 +189,12 @@ class ServoRegisters:
         with self.lock:
             out = bytearray(self._memory[address: address + length])
             if address < _INDIRECT_DATA_1 + _INDIRECT_COUNT and address + length > _INDIRECT_DATA_1:
-                for offset in range(length):
-                    target = self._indirect_target(address + offset)
-                    if target is not None:
-                        # Indirect Address may point past this emulated table (allowed up to 661): reads 0.
-                        out[offset] = self._memory[target] if target < xm430.CONTROL_TABLE_SIZE else 0
+                targets = _INDIRECT_ADDRESSES.unpack_from(self._memory, _INDIRECT_ADDRESS_1)
+                first = max(address, _INDIRECT_DATA_1)
+                for at in range(first, min(address + length, _INDIRECT_DATA_1 + _INDIRECT_COUNT)):
+                    target = targets[at - _INDIRECT_DATA_1]
+                    # Indirect Address may point past this emulated table (allowed up to 661): reads 0.
+                    out[at - address] = self._memory[target] if target < xm430.CONTROL_TABLE_SIZE else 0
             return bytes(out)
 
     def write(self, address: int, data: bytes) -> None:

@@ -81,11 +81,15 @@ class SnapshotChannel:
         self._sequence[0] = sequence + 1
 
     def read(self) -> bytes:
+        return self.read_numbered()[1]
+
+    def read_numbered(self) -> tuple[int, bytes]:
+        """The latest record and its sequence number (a reader can skip decoding a record it has seen)."""
         while True:
             before = int(self._sequence[0])
             record = bytes(self._slot(before))
             if int(self._sequence[0]) == before:
-                return record
+                return before, record
 
     @property
     def sequence(self) -> int:
@@ -259,13 +263,19 @@ class BusSide:
         self._physics = _mask(channels.physics_bytes, channels.table_size)
         self._physics_no_errors = self._physics & ~_mask(channels.error_bytes, channels.table_size)
         self._events_applied = 0
+        self._cached: tuple[int, np.void] | None = None
         self._generation = np.zeros(channels.n_servos, dtype=np.uint32)
         self._record = np.zeros((), dtype=bus_record_dtype(channels.n_servos, channels.table_size))
         self.stats = stats if stats is not None else {}
 
     def _physics_record(self) -> np.void:
-        """The physics' latest record, its new events applied to the bus's tables."""
-        record = np.frombuffer(self.from_physics.read(), dtype=self._physics_dtype)[0]
+        """The physics' latest record, its new events applied to the bus's tables (decoded once per record:
+        the physics publishes one per step, the bus reads it for every servo of every read)."""
+        if self._cached is not None and self.from_physics.sequence == self._cached[0]:
+            return self._cached[1]
+        sequence, raw = self.from_physics.read_numbered()
+        record = np.frombuffer(raw, dtype=self._physics_dtype)[0]
+        self._cached = (sequence, record)
         events = record["events"]
         fresh = events[events["seq"] > self._events_applied]
         for event in fresh:
