@@ -189,7 +189,7 @@ class ServoRegisters:
         with self.lock:
             out = bytearray(self._memory[address: address + length])
             if address < _INDIRECT_DATA_1 + _INDIRECT_COUNT and address + length > _INDIRECT_DATA_1:
-                targets = _INDIRECT_ADDRESSES.unpack_from(self._memory, _INDIRECT_ADDRESS_1)
+                targets = self._indirect_targets()
                 first = max(address, _INDIRECT_DATA_1)
                 for at in range(first, min(address + length, _INDIRECT_DATA_1 + _INDIRECT_COUNT)):
                     target = targets[at - _INDIRECT_DATA_1]
@@ -264,10 +264,11 @@ class ServoRegisters:
     def _indirect_target(self, address: int) -> int | None:
         """For an Indirect Data byte: the address its Indirect Address points at (else None)."""
         index = address - _INDIRECT_DATA_1
-        if not 0 <= index < _INDIRECT_COUNT:
-            return None
-        pointer = _INDIRECT_ADDRESS_1 + 2 * index
-        return int.from_bytes(self._memory[pointer: pointer + 2], "little")
+        return self._indirect_targets()[index] if 0 <= index < _INDIRECT_COUNT else None
+
+    def _indirect_targets(self) -> tuple[int, ...]:
+        """Where Indirect Data 1..28 point (their Indirect Addresses), in one unpack."""
+        return _INDIRECT_ADDRESSES.unpack_from(self._memory, _INDIRECT_ADDRESS_1)
 
     def _split_write(self, address: int, data: bytes) -> list[tuple[Register, int]]:
         """Registers covered by a write with their new values; rejects partial, reserved and read-only bytes."""
