@@ -4,11 +4,15 @@ and emulated servos built from the robot spec."""
 
 from __future__ import annotations
 
+import gc
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,18 +34,102 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.unit)
 
 
+_HOST_PROBE = Path(__file__).resolve().parent / "tests" / "host_stall_probe.py"
+
+
+def _stolen_cpu_seconds() -> float:
+    """CPU time the hypervisor took from this machine since boot, all CPUs (/proc/stat's 'steal')."""
+    try:
+        return int(Path("/proc/stat").read_text().split("\n", 1)[0].split()[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class HostProbe:
+    """tests/host_stall_probe.py beside a system test: late wake-ups of a SCHED_FIFO 99 thread, read while the
+    test runs (``worst_between``) and summarised in the report of a test that fails (``summary``)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.log = folder / "host_stalls.txt"
+        self.steal_at_start, self.started = _stolen_cpu_seconds(), time.time()
+        self.process = subprocess.Popen([sys.executable, str(_HOST_PROBE), "--log", str(self.log)])
+
+    def _lines(self) -> list[list[str]]:
+        return [line.split() for line in self.log.read_text().splitlines()] if self.log.is_file() else []
+
+    def late_wakeups(self) -> list[tuple[float, float]]:
+        """(Unix time the sleep began, ms late) of every wake-up over 20 ms late so far."""
+        return [(float(at), float(ms)) for at, ms in (line for line in self._lines() if line[0] != "realtime")]
+
+    def worst_between(self, start: float, end: float) -> float:
+        """The latest wake-up (ms) whose sleep began between the Unix times ``start`` and ``end``; 0 when none."""
+        return max((ms for at, ms in self.late_wakeups() if start <= at <= end), default=0.0)
+
+    def summary(self) -> str:
+        realtime = any(line == ["realtime", "1"] for line in self._lines())
+        worst = sorted(self.late_wakeups(), key=lambda item: -item[1])[:8]
+        return (f"host stall probe ({'SCHED_FIFO 99' if realtime else 'normal scheduling: refused SCHED_FIFO'}, "
+                f"2 ms sleeps) over {time.time() - self.started:.0f} s: {len(self.late_wakeups())} wake-up(s) over "
+                f"20 ms late; worst (unix time, ms): {[(round(at, 2), ms) for at, ms in worst]}; CPU time stolen "
+                f"by the hypervisor {_stolen_cpu_seconds() - self.steal_at_start:.2f} s")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+@pytest.fixture(autouse=True)
+def host_probe(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProbe | None]:
+    """The host stall probe beside each system test (None for other tests)."""
+    if request.node.get_closest_marker("system") is None:
+        yield None
+        return
+    probe = HostProbe(tmp_path_factory.mktemp("host"))
+    try:
+        yield probe
+    finally:
+        probe.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed system test's report says what the host did meanwhile and what still runs after it."""
+    outcome = yield
+    report = outcome.get_result()
+    probe = getattr(item, "funcargs", {}).get("host_probe")
+    if report.when == "call" and report.failed and probe is not None:
+        processes = subprocess.run(["ps", "-eo", "pid,pgid,cls,rtprio,ni,pcpu,etimes,args", "--sort=-pcpu"],
+                                   capture_output=True, text=True).stdout.splitlines()[:12]
+        rt_runtime = Path("/proc/sys/kernel/sched_rt_runtime_us")
+        report.sections.append(("host during the test", "\n".join([
+            probe.summary(),
+            f"{os.cpu_count()} CPUs, load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}, "
+            f"sched_rt_runtime_us {rt_runtime.read_text().strip() if rt_runtime.is_file() else '?'}",
+            "processes after the test, most CPU first:", *(line[:160] for line in processes)])))
+
+
 @pytest.fixture
 def ros_context() -> Iterator[object]:
-    """A private rclpy context, initialised for one test and shut down after it."""
+    """A private rclpy context, initialised for one test and shut down after it.
+
+    The objects the test session holds so far are frozen out of the garbage collector meanwhile, as every node
+    process freezes its start-up objects (na_common.ros_node): a full collection walks every tracked object with
+    the GIL held, and in a session that has run hundreds of tests it took 100-160 ms here, long enough to stall
+    an in-process driver's bus loop past its servos' Bus Watchdog on a slower machine."""
     import rclpy
     from rclpy.context import Context
 
+    gc.freeze()
     context = Context()
     rclpy.init(context=context)
     try:
         yield context
     finally:
         rclpy.shutdown(context=context)
+        gc.unfreeze()
 
 
 def poll_until(condition: Callable[[], bool], timeout: float, step: Callable[[], None] | None = None,

@@ -463,15 +463,30 @@ def start_processes(processes: Sequence[ProcessSpec], env: Mapping[str, str] | N
     return started
 
 
+def _group_alive(process: subprocess.Popen) -> bool:
+    """Whether the process or anything left in its process group (children it started) still runs."""
+    if process.poll() is None:
+        return True
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def stop_processes(processes: Sequence[subprocess.Popen], timeout: float = 5.0) -> list[int | None]:
-    """SIGINT (as ``ros2 launch`` does), then SIGTERM, then SIGKILL; returns the exit codes."""
+    """SIGINT (as ``ros2 launch`` does), then SIGTERM, then SIGKILL to each process group until it is empty;
+    returns the exit codes. A group whose first process has exited is signalled on, so no child it left behind
+    (e.g. a rig's bus process) outlives the launch."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-        alive = [p for p in processes if p.poll() is None]
+        alive = [p for p in processes if _group_alive(p)]
         for process in alive:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, sig)
         deadline = time.monotonic() + timeout
-        while any(p.poll() is None for p in alive) and time.monotonic() < deadline:
+        while any(_group_alive(p) for p in alive) and time.monotonic() < deadline:
             time.sleep(0.02)
     return [p.poll() for p in processes]
 

@@ -184,6 +184,44 @@ def test_start_and_stop_processes(tmp_path: Path) -> None:
     assert codes[0] is not None
 
 
+def test_stop_processes_ends_a_child_left_behind_by_a_process_that_exited(tmp_path: Path) -> None:
+    """A process that exits on SIGINT while its child ignores SIGINT: the child must not outlive the stop."""
+    import os
+    import time
+
+    child_pid_file = tmp_path / "child.pid"
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import signal, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import signal, time\\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\\nwhile True: time.sleep(0.05)'])\n"
+        f"open({str(child_pid_file)!r}, 'w').write(str(child.pid))\n"
+        "try:\n    while True: time.sleep(0.05)\nexcept KeyboardInterrupt:\n    sys.exit(0)\n")
+    f = write(tmp_path / "p.launch.xml", f"""<launch>
+      <executable cmd="{sys.executable} {script}" name="parent"/>
+    </launch>""")
+    processes = start_processes(load_launch(f).processes)
+    deadline = time.monotonic() + 20
+    while not (child_pid_file.is_file() and child_pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child_pid = int(child_pid_file.read_text())
+    stop_processes(processes, timeout=2.0)
+    assert processes[0].returncode == 0                        # the parent went on SIGINT
+    def running(pid: int) -> bool:               # a zombie (killed, not yet reaped by whoever adopted it) is not
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        return state not in ("Z", "X")
+
+    deadline = time.monotonic() + 5
+    while running(child_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if running(child_pid):
+        os.kill(child_pid, 9)
+        pytest.fail("the child that ignored SIGINT outlived stop_processes")
+
+
 def test_cli_prints_commands_and_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = write(tmp_path / "c.launch.xml", """<launch>
       <arg name="word" default="hello" description="what to echo"/>

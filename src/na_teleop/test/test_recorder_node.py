@@ -116,14 +116,18 @@ def test_na_record_notices_a_recorder_that_died(ros_graph, wait_for, tmp_path) -
 
     ros_graph.spin_timeout = 0.02
     recorder = ros_graph.add(make_recorder(ros_graph.context, tmp_path))
-    cli = subprocess.Popen(["na-record", "--task", "circle_cw", "--payload", "0", "--timeout", "3"],
+    # The default --timeout (10 s for the services to appear and for each call): discovery of the in-process
+    # recorder can take seconds on a busy machine, and the test is about the silence after the start.
+    cli = subprocess.Popen(["na-record", "--task", "circle_cw", "--payload", "0"],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output_lines: list[str] = []
     try:
         with ros_graph.spinning():
             cli.stdin.write("\n")
             cli.stdin.flush()
-            assert wait_for(lambda: recorder.core.recording, 30.0)
+            if not wait_for(lambda: recorder.core.recording, 30.0):
+                cli.kill()
+                pytest.fail(f"no episode started in 30 s; na-record printed: {cli.communicate(timeout=10)[0]!r}")
         # Not spinning any more: the recorder publishes no status and answers no service, as if it died.
         reader = threading.Thread(target=lambda: output_lines.extend(cli.stdout), daemon=True)
         reader.start()
