@@ -94,6 +94,60 @@ def host_probe(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         probe.stop()
 
 
+# A wake-up of the SCHED_FIFO 99 probe this late cannot come from the kernel's real-time throttling (it holds
+# real-time threads back at most 50 ms of each second with the default sched_rt_runtime_us 950000): the machine
+# itself stopped, and no process of the graph could have run meanwhile.
+HOST_STOP_MS = 150.0
+LIVE_ATTEMPTS = 3
+FAULT_LEAD_S = 1.0          # a driver reports a silent bus up to its error timeout (0.5 s) after the silence began
+
+
+class VoidLivePhaseError(AssertionError):
+    """A live phase that ran on an unsound rig (a driver tripped, a bus was silent, the rig fell behind)."""
+
+    def __init__(self, message: str, start: float, end: float, episode: str | None = None) -> None:
+        super().__init__(message)
+        self.start, self.end, self.episode = start, end, episode
+
+
+class LiveAttempts:
+    """Runs a live phase of a system test again when it was void while the machine itself stopped.
+
+    A void with no such stop fails the test at once: that fault is the graph's own. Voids re-run are printed and
+    kept in ``voided``; at most LIVE_ATTEMPTS attempts in all."""
+
+    def __init__(self, probe: HostProbe | None) -> None:
+        self.probe = probe
+        self.voided: list[str] = []
+
+    @staticmethod
+    def void(message: str, start: float, end: float, episode: str | None = None) -> None:
+        """Raise the void of the phase that ran from ``start`` to ``end`` (Unix times)."""
+        raise VoidLivePhaseError(message, start, end, episode)
+
+    def run(self, phase: Callable[[], Any], what: str,
+            on_void: Callable[[VoidLivePhaseError], None] | None = None) -> Any:
+        for attempt in range(1, LIVE_ATTEMPTS + 1):
+            try:
+                return phase()
+            except VoidLivePhaseError as void:
+                if on_void is not None:
+                    on_void(void)
+                stop_ms = self.probe.worst_between(void.start - FAULT_LEAD_S, void.end) if self.probe else 0.0
+                if stop_ms < HOST_STOP_MS or attempt == LIVE_ATTEMPTS:
+                    raise VoidLivePhaseError(f"{void} [attempt {attempt} of {what}; the host's longest stop meanwhile "
+                                   f"{stop_ms:.0f} ms]", void.start, void.end, void.episode) from None
+                self.voided.append(f"{what}, attempt {attempt}: the host stopped for {stop_ms:.0f} ms: {void}")
+                print(f"\n{self.voided[-1]}; running it again", flush=True)
+        raise AssertionError("unreachable")
+
+
+@pytest.fixture
+def live(host_probe: HostProbe | None) -> LiveAttempts:
+    """:class:`LiveAttempts` with this test's host stall probe."""
+    return LiveAttempts(host_probe)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     """A failed system test's report says what the host did meanwhile and what still runs after it."""

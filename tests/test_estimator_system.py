@@ -76,7 +76,7 @@ def training_mean_force(nad: Path) -> np.ndarray:
 class LivePhases:
     """The estimator live on the rig, phase by phase, with the demo's building blocks and a probe node."""
 
-    def __init__(self, demo: Demo, model: Path) -> None:
+    def __init__(self, demo: Demo, model: Path, live) -> None:
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.context import Context
@@ -84,7 +84,7 @@ class LivePhases:
         from na_bringup.live_monitor import LiveMonitor
         from na_common.ros_node import make_executor
 
-        self.demo, self.model = demo, model
+        self.demo, self.model, self.live = demo, model, live
         self.context = Context()
         rclpy.init(context=self.context)
         self.monitor = LiveMonitor(self.context)
@@ -127,7 +127,8 @@ class LivePhases:
             end = monitor.now()
             self.spin_until(lambda: monitor.now() > end + 1.2, 10.0, "the drivers' last diagnostics")
             faults = monitor.watch.faults_since(window, end + 1.2)
-            assert not faults, f"the {task} phase ran on an unsound rig: {describe(faults)}"
+            if faults:
+                self.live.void(f"the {task} phase ran on an unsound rig: {describe(faults)}", window, end)
             if probes is not None:
                 probes(self)
         return monitor.recording.arrays()
@@ -259,7 +260,7 @@ class LivePhases:
 
 @pytest.mark.system
 @pytest.mark.slow
-def test_trained_estimator_beats_trivial_predictors_live_and_refuses_every_probe(tmp_path, capsys) -> None:
+def test_trained_estimator_beats_trivial_predictors_live_and_refuses_every_probe(tmp_path, capsys, live) -> None:
     args: argparse.Namespace = build_parser().parse_args([
         "--out", str(tmp_path / "run"), "--episodes", "2", "--train-steps", str(TRAIN_STEPS),
         "--live-seconds", str(LIVE_SECONDS), "--quick"])
@@ -268,10 +269,12 @@ def test_trained_estimator_beats_trivial_predictors_live_and_refuses_every_probe
     nad = demo.convert([demo.generate()])
     model = demo.export(demo.train(nad), nad)
     constant = training_mean_force(nad)
-    phases = LivePhases(demo, model)
+    phases = LivePhases(demo, model, live)
     try:
-        payload = phases.run("go_up_stay", LIVE_PAYLOAD_GRAMS, LIVE_SECONDS, LivePhases.probe_campaign)
-        push = phases.run(PUSH_TASK, 0.0, LIVE_SECONDS, LivePhases.model_swap)
+        payload = live.run(lambda: phases.run("go_up_stay", LIVE_PAYLOAD_GRAMS, LIVE_SECONDS,
+                                              LivePhases.probe_campaign), "the live payload phase")
+        push = live.run(lambda: phases.run(PUSH_TASK, 0.0, LIVE_SECONDS, LivePhases.model_swap),
+                        "the live push phase")
     finally:
         phases.close()
     # Fault drill: the demo's live phase with the follower's bus silenced for 1 s halfway through the first
