@@ -464,7 +464,8 @@ def start_processes(processes: Sequence[ProcessSpec], env: Mapping[str, str] | N
 
 
 def _group_alive(process: subprocess.Popen) -> bool:
-    """Whether the process or anything left in its process group (children it started) still runs."""
+    """Whether the process or anything left in its process group (children it started) still runs; a zombie
+    left for its adoptive parent to reap does not count."""
     if process.poll() is None:
         return True
     try:
@@ -473,7 +474,19 @@ def _group_alive(process: subprocess.Popen) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state, _parent, group = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == process.pid and state not in ("Z", "X"):
+            return True
+    return False
 
 
 def stop_processes(processes: Sequence[subprocess.Popen], timeout: float = 5.0) -> list[int | None]:
