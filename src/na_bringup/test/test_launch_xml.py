@@ -193,6 +193,7 @@ def test_stop_processes_ends_a_child_left_behind_by_a_process_that_exited(tmp_pa
     script = tmp_path / "parent.py"
     script.write_text(
         "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"   # even where the runner ignores SIGINT
         "child = subprocess.Popen([sys.executable, '-c', 'import signal, time\\n"
         "signal.signal(signal.SIGINT, signal.SIG_IGN)\\nwhile True: time.sleep(0.05)'])\n"
         f"open({str(child_pid_file)!r}, 'w').write(str(child.pid))\n"
