@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from na_bringup.launch_xml import LaunchError, load_launch, start_processes, stop_processes
+from na_bringup.launch_run import start_processes, stop_processes
+from na_bringup.launch_xml import LaunchError, load_launch
 from na_bringup.paths import share_dir
 from na_common.ament import package_prefix
 

@@ -47,7 +47,7 @@ setup(
                 "end-to-end demo (na-demo).",
     license="Apache-2.0",
     entry_points={"console_scripts": [
-        "na-launch = na_bringup.launch_xml:main",
+        "na-launch = na_bringup.launch_run:main",
         "na-demo = na_bringup.demo:main",
     ]},
 )

@@ -12,7 +12,8 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from na_bringup.launch_xml import load_launch, start_processes, stop_processes
+from na_bringup.launch_run import start_processes, stop_processes
+from na_bringup.launch_xml import load_launch
 from na_bringup.paths import launch_file as installed_launch_file
 
 

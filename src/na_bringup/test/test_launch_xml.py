@@ -1,5 +1,6 @@
 """The launch XML reader on small synthetic launch files: args, substitutions, includes, groups,
-conditions, node resolution (ros-args) and ROS name resolution with remaps."""
+conditions, node resolution (ros-args) and ROS name resolution with remaps; and na-launch running what it
+resolves (start, supervise, stop)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from na_bringup.launch_xml import (
-    LaunchError,
-    expand_name,
-    load_launch,
-    main,
-    resolve_name,
-    start_processes,
-    stop_processes,
-)
+from na_bringup.launch_run import main, start_processes, stop_processes, supervise
+from na_bringup.launch_xml import LaunchError, expand_name, load_launch, resolve_name
 from na_common.ament import find_executable
 
 
@@ -240,7 +234,6 @@ def test_run_keeps_the_others_when_one_exits_and_stops_all_on_a_shutdown_process
     """As ros2 launch: a process that exits does not take the others down, unless it is on_exit=shutdown."""
     import time
 
-    from na_bringup.launch_xml import supervise
 
     f = write(tmp_path / "d.launch.xml", """<launch>
       <executable cmd="sleep 0.2" name="short"/>

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from na_bringup.launch_xml import stop_processes
+from na_bringup.launch_run import stop_processes
 from na_bringup.live_integrity import describe
 from na_bringup.sim_graph import GraphError, launched, ros_env, sim_rig
 from na_policy.features import uses_estimator
