@@ -28,7 +28,7 @@ import numpy as np
 from na_description import load_spec
 from na_description.datasheet_margins import datasheet_reference
 from na_description.servo_tables import servo_table
-from na_sim.generate import GenerateOptions, load_rig_config
+from na_sim.generate import GenerateOptions, load_rig_config, start_episode
 from na_sim.ik import Kinematics
 from na_sim.rig import Rig
 from na_sim.tasks import PUSH_AXES, make_task
@@ -64,11 +64,7 @@ def measure(rig: Rig, kinematics: Kinematics, task: str, seed: int, min_force: f
                         fixture_half_size=float(config.fixture_half_size[0]), tool_radius=config.tool_collider_radius)
     times = np.arange(0.0, episode.duration, FRAME_PERIOD_S)
     poses = episode.poses(times)
-    for registers in (*rig.leader_registers, *rig.follower_registers):
-        rig.family.power_up(registers)
-    rig.reset(seed=episode.seed, pose=poses[0])
-    rig.configure_follower()
-    rig.set_fixture(episode.fixture)
+    start_episode(rig, episode, poses[0])
     n_arm = spec.n_arm
     dofs = rig._dof_slice
     direction = rig._a                        # servo side -> sim side

@@ -254,6 +254,17 @@ class _Messages:
 
 
 # ---- one episode ------------------------------------------------------------------------------
+def start_episode(rig: Rig, episode: TaskEpisode, first_pose: np.ndarray) -> None:
+    """Power both arms up and reset the rig for ``episode``: both arms start where the operator holds the
+    leader (``first_pose``), the follower driver enables torque there; the episode's fixture and restriction."""
+    for regs in (*rig.leader_registers, *rig.follower_registers):
+        rig.family.power_up(regs)
+    rig.reset(seed=episode.seed, pose=first_pose)
+    rig.configure_follower()
+    rig.set_fixture(episode.fixture)
+    rig.set_restriction(episode.restricted)
+
+
 def run_episode(rig: Rig, episode: TaskEpisode, writer: eb.EpisodeWriter, start_ns: int, *,
                 with_ft: bool, max_seconds: float | None = None,
                 on_progress: Callable[[float], None] | None = None) -> tuple[float, float]:
@@ -278,13 +289,7 @@ def run_episode(rig: Rig, episode: TaskEpisode, writer: eb.EpisodeWriter, start_
     times = np.arange(n_cycles * ft_per_cycle + 1) * sub_dt
     leader_poses = episode.poses(times)
 
-    # Both arms start where the operator holds the leader; the follower driver enables torque there.
-    for regs in (*rig.leader_registers, *rig.follower_registers):
-        rig.family.power_up(regs)
-    rig.reset(seed=episode.seed, pose=leader_poses[0])
-    rig.configure_follower()
-    rig.set_fixture(episode.fixture)
-    rig.set_restriction(episode.restricted)
+    start_episode(rig, episode, leader_poses[0])
     payload_kg = episode.payload_kg
     grasped = False
     pending_command: np.ndarray | None = None
