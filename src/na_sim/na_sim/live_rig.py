@@ -35,6 +35,7 @@ from na_sim.ft_process import FtSetup, start_ft
 from na_sim.press_task import PRESS_TASK
 from na_sim.rig_record import TruthLink
 from na_sim.shared_tables import PhysicsSide
+from na_sim.steal_time import StealHistory, describe_steal
 from na_sim.truth_publisher import TruthSetup, start_truth_publisher
 
 OPERATOR_RATE_HZ = 100.0          # how often the scripted operator moves the leader
@@ -492,10 +493,13 @@ def _supervise(args: argparse.Namespace, stop: threading.Event, silence: threadi
     deadline = time.monotonic() + args.duration if args.duration > 0 else None
     next_status = time.monotonic() + args.status_every
     reported = 0
+    steal = StealHistory()
+    steal.sample()
     while not stop.is_set():
         wait = SUPERVISE_PERIOD_S if deadline is None else max(0.0, min(SUPERVISE_PERIOD_S,
                                                                          deadline - time.monotonic()))
         stop.wait(wait)
+        steal.sample()
         for name, part in (("physics", runner), ("operator", operator)):
             if part is not None and part.error is not None:
                 print(f"na-sim rig: {name} failed: {part.error!r}", file=sys.stderr)
@@ -512,7 +516,9 @@ def _supervise(args: argparse.Namespace, stop: threading.Event, silence: threadi
         for stall_began, worst in runner.stalls[reported:ended]:
             print(f"na-sim rig: physics fell behind wall time by {worst * 1e3:.0f} ms at "
                   f"t={stall_began - began:.2f} s (margin {runner.stall_margin * 1e3:.0f} ms; "
-                  f"{runner.skipped} steps skipped so far)", file=sys.stderr, flush=True)
+                  f"{runner.skipped} steps skipped so far; "
+                  f"{describe_steal(steal.worst_cpu_steal(stall_began, stall_began + worst))})",
+                  file=sys.stderr, flush=True)
         reported = max(reported, ended)
         if args.status_every > 0 and not stop.is_set() and time.monotonic() >= next_status:
             next_status += args.status_every
