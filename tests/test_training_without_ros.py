@@ -61,7 +61,8 @@ CHILD = textwrap.dedent('''
               "--quiet"],
              ["export", str(root / "run"), "--out", str(root / "model.onnx"), "--nad", str(root / "nad")],
              ["compare", "--nad", str(root / "nad"), "--model", str(root / "model.onnx"), "--no-mlp",
-              "--out", str(root / "compare")]]
+              "--out", str(root / "compare")],
+             ["monitor", "--nad", str(root / "nad"), "--model", str(root / "model.onnx"), "--out", str(root / "monitor")]]
     codes = [main(step) for step in steps]
     print(json.dumps({"hook_works": hook_works, "modules": len(modules), "verbs": verbs, "exits": codes,
                       "refused": sorted(set(refused)),
@@ -83,8 +84,10 @@ def test_the_training_cli_runs_without_ros(tmp_path: Path) -> None:
     assert report["hook_works"] and "rclpy" in report["refused"]
     assert report["loaded"] == []
     assert report["modules"] >= 30
-    assert {"convert", "fit", "export", "eval", "compare"} <= set(report["verbs"])
-    assert report["exits"] == [0, 0, 0, 0]
+    assert {"convert", "fit", "export", "eval", "compare", "monitor"} <= set(report["verbs"])
+    assert report["exits"] == [0, 0, 0, 0, 0]
     assert (tmp_path / "model.onnx").is_file() and (tmp_path / "run" / "run.json").is_file()
+    monitor = json.loads((tmp_path / "monitor" / "monitor.json").read_text())
+    assert monitor["summary"]["episodes"] == len(monitor["episodes"]) > 0
     comparison = json.loads((tmp_path / "compare" / "comparison.json").read_text())
     assert comparison, "compare wrote an empty comparison"

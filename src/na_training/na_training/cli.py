@@ -25,6 +25,7 @@ from na_training.evaluate import add_eval_parser
 from na_training.export_cli import add_export_parser
 from na_training.lerobot_export import add_export_lerobot_parser
 from na_training.lerobot_import import add_import_lerobot_parser
+from na_training.monitor_cli import add_monitor_parser
 from na_training.nad import NadError, load_nad, read_info, robot_spec
 
 DEFAULT_CONFIG = "tiny"
@@ -201,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval_parser(sub)
     add_compare_parser(sub)
+    add_monitor_parser(sub)
     add_adapt_parser(sub)
     add_import_lerobot_parser(sub)
     add_export_lerobot_parser(sub)

@@ -12,6 +12,7 @@ from na_training.baselines.condition import (
     CurrentThresholdClassifier,
     WindowSet,
     build_windows,
+    episode_level,
     evaluate_condition_baselines,
     make_condition_baselines,
     window_features,
@@ -79,6 +80,17 @@ def test_classifiers_separate_restricted_from_nominal(condition_windows):
         assert metrics["accuracy"] >= 0.9, name
         assert metrics["auc"] >= 0.9, name
         assert metrics["samples"] == len(test)
+        # episode level by majority of windows: the four test episodes (ep8..ep11), two of each condition
+        assert metrics["episode"]["episodes"] == 4, name
+        assert metrics["episode"]["misclassified"] == 0, name
+
+
+def test_episode_level_is_the_majority_of_an_episodes_windows():
+    windows = WindowSet(np.zeros((5, 20)), np.zeros(5), np.array([True, True, True, False, False]),
+                        np.array(["a", "a", "a", "b", "b"], dtype=object), np.arange(5))
+    result = episode_level(windows, np.array([True, False, False, True, True]))
+    # a (restricted) has 1 of 3 windows positive -> nominal (a miss); b (nominal) has 2 of 2 -> restricted
+    assert result["episodes"] == 2 and result["misclassified"] == 2 and result["accuracy"] == 0.0
 
 
 def test_paper_hyper_parameters():

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from na_common.condition_monitor import MonitorSettings
 from na_description.features import history_windows
 from na_description.servo_tables import datasheet_torque_per_effort
 from na_description.spec import RobotSpec, load_spec, robot_option_help
@@ -45,6 +46,7 @@ from na_training.baselines.metrics import (
 )
 from na_training.baselines.mlp import MLPConfig, MLPForce
 from na_training.baselines.momentum_observer import MomentumObserver
+from na_training.condition_levels import add_monitor_arguments, monitor_levels, monitor_settings
 from na_training.episode import RESTRICTED, Episode
 from na_training.nad import load_usable, read_info, robot_spec
 from na_training.progress import is_terminal
@@ -80,9 +82,10 @@ def _estimate_all(method, episodes: Sequence[Episode], label: str) -> list[np.nd
 def compare_episodes(train: Sequence[Episode], test: Sequence[Episode],
                      predictor: Predictor | None = None, seed: int = 0,
                      condition_joint: str | None = None, spec: RobotSpec | None = None,
-                     mlp: MLPConfig | None = None) -> dict:
+                     mlp: MLPConfig | None = None, monitor: MonitorSettings | None = None) -> dict:
     """Fit the baselines on ``train``, score them (and ``predictor``) on ``test``; a JSON-ready dict.
 
+    ``monitor``: settings of the condition monitor run on the model's condition scores (default the shipped).
     ``mlp``: also the data-driven MLP baseline (:mod:`.mlp`) with this config.
     ``condition_joint``: the supervised joint of the condition experiment (default the spec's)."""
     spec = spec or load_spec()
@@ -158,6 +161,9 @@ def compare_episodes(train: Sequence[Episode], test: Sequence[Episode],
             truth = np.concatenate([np.full(len(e), e.condition_label == RESTRICTED) for e, _ in labelled])
             results["condition"][LEARNED] = {**classification_metrics(truth, restricted_score > 0.5, restricted_score),
                                              "granularity": "frames"}
+            nominal = [(e, np.asarray(o["condition"])) for e, o in zip(test, outputs, strict=True) if e.is_nominal]
+            results["condition_monitor"] = monitor_levels([(e, np.asarray(o["condition"])) for e, o in labelled],
+                                                          nominal, joint_index, monitor)
     results["best_classical_to_learned_force_mae"] = _best_ratio(results["force_mae"])
     results["mlp_to_learned_force_mae"] = _best_ratio(results["force_mae"], (MLPForce.name,))
     return results
@@ -183,7 +189,7 @@ def _fmt(value, percent: bool = False) -> str:
 
 def markdown_report(results: dict) -> str:
     """Paper-style tables (Tables VII and XI) as Markdown."""
-    lines = [f"# Comparison on the test split ({results['episodes']['test']} episodes)", ""]
+    lines = [f"# Comparison on the {results.get('split', 'test')} split ({results['episodes']['test']} episodes)", ""]
     force = results["force_mae"]
     if force:
         columns = [*sorted({g for v in force.values() for g in v if g != "avg"}), "avg"]
@@ -206,9 +212,47 @@ def markdown_report(results: dict) -> str:
                   f"{_fmt(m['recall'], True)} | {_fmt(m['auc'])} | {m['granularity']} |"
                   for name, m in results["condition"].items()]
         lines.append("")
+        lines += _monitor_report(results)
     if results["notes"]:
         lines += ["## Notes", ""] + [f"- {n}" for n in results["notes"]] + [""]
     return "\n".join(lines)
+
+
+def _monitor_report(results: dict) -> list[str]:
+    """The condition monitor at three levels beside the window baselines (the baselines at the episode level by
+    majority of windows)."""
+    monitor = results.get("condition_monitor")
+    if not monitor or "window" not in monitor:
+        return []
+    settings = monitor["settings"]
+    lines = ["## Condition monitor (evidence accumulated over time; positive = restricted episode)", "",
+             f"Settings: drift {settings['drift']}, suspect at {settings['suspect_s']} s, degraded at "
+             f"{settings['degraded_s']} s of evidence. Decision = degraded.", "",
+             "| method | level | accuracy | precision | recall | AUC | episodes misclassified |",
+             "|---|---|---|---|---|---|---|"]
+    for level in ("frame", "window", "episode"):
+        m = monitor[level]
+        wrong = str(m.get("misclassified", "")) if level == "episode" else ""
+        lines.append(f"| {LEARNED} monitor | {level} | {_fmt(m['accuracy'], True)} | {_fmt(m['precision'], True)} | "
+                     f"{_fmt(m['recall'], True)} | {_fmt(m['auc'])} | {wrong} |")
+    for name, m in results["condition"].items():
+        if name == LEARNED:
+            continue
+        lines.append(f"| {name} | window | {_fmt(m['accuracy'], True)} | {_fmt(m['precision'], True)} | "
+                     f"{_fmt(m['recall'], True)} | {_fmt(m['auc'])} | |")
+        if "episode" in m:
+            e = m["episode"]
+            lines.append(f"| {name} | episode (majority of windows) | {_fmt(e['accuracy'], True)} | "
+                         f"{_fmt(e['precision'], True)} | {_fmt(e['recall'], True)} | {_fmt(e['auc'])} | "
+                         f"{e['misclassified']} |")
+    times, alarms = monitor["decision_time_s"], monitor["false_alarms"]
+    median = "–" if times["median"] is None else f"{times['median']:.1f} s"
+    worst = "–" if times["max"] is None else f"{times['max']:.1f} s"
+    rate = "–" if alarms["per_10_min"] is None else f"{alarms['per_10_min']:.2f}"
+    lines += ["", f"Time to decide degraded: {times['decided']} of {times['restricted_episodes']} restricted episodes, "
+              f"median {median}, longest {worst}. False alarms: {alarms['alarms']} in "
+              f"{alarms['nominal_s'] / 60:.1f} min of nominal episodes ({rate} per 10 min).", ""]
+    return lines
 
 
 def _json_safe(value):
@@ -307,8 +351,10 @@ def resolve_model(model_path: str | Path, out_dir: str | Path) -> Path:
 
 
 def run_comparison(nad_path: str | Path, model_path: str | Path | None, out_dir: str | Path, seed: int = 0,
-                   mlp: MLPConfig | None = None, robot: str | None = None) -> dict:
-    """Load a NAD, fit the baselines on its train split, compare on its test split, write the reports.
+                   mlp: MLPConfig | None = None, robot: str | None = None, split: str = "test",
+                   monitor: MonitorSettings | None = None) -> dict:
+    """Load a NAD, fit the baselines on its train split, compare on its ``split`` (test; val to choose
+    settings on), write the reports.
 
     ``model_path``: exported ``model.onnx``, a training run directory (exported first), or None
     for the baselines alone. ``robot``: must name the NAD's robot when given.
@@ -320,12 +366,13 @@ def run_comparison(nad_path: str | Path, model_path: str | Path | None, out_dir:
     predictor = OnnxPredictor(model_file, spec) if model_file is not None else None   # refused before any work
     _log(f"[compare] loading {nad_path}")
     skipped: list[str] = []
-    train, test = (load_usable(nad_path, split, skipped) for split in ("train", "test"))
+    train, test = (load_usable(nad_path, name, skipped) for name in ("train", split))
     for message in skipped:
         _log(f"[compare] {message}")
     if not train or not test:
-        raise ValueError(f"{nad_path}: need train and test episodes (found {len(train)} train, {len(test)} test)")
-    results = compare_episodes(train, test, predictor, seed=seed, spec=spec, mlp=mlp)
+        raise ValueError(f"{nad_path}: need train and {split} episodes (found {len(train)} train, {len(test)} {split})")
+    results = compare_episodes(train, test, predictor, seed=seed, spec=spec, mlp=mlp, monitor=monitor)
+    results["split"] = split
     results["notes"] += skipped
     results["dataset"] = str(nad_path)
     results["model"] = None if model_file is None else str(model_file)
@@ -363,6 +410,9 @@ def configure_compare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-mlp", action="store_true", help="leave out the MLP baseline (it trains for minutes)")
     parser.add_argument("--mlp-steps", type=int, default=MLPConfig.steps,
                         help="training steps of the MLP baseline (default: %(default)s)")
+    parser.add_argument("--split", choices=("test", "val"), default="test",
+                        help="split to score on (default: %(default)s; val to choose settings without the test split)")
+    add_monitor_arguments(parser)
     parser.set_defaults(handler=run_compare)
 
 
@@ -377,7 +427,8 @@ def run_compare(args: argparse.Namespace) -> int:
         return 2
     mlp = None if args.no_mlp else MLPConfig(steps=args.mlp_steps, seed=args.seed)
     try:
-        run_comparison(args.nad, args.model, args.out, args.seed, mlp, args.robot)
+        monitor = monitor_settings(args)
+        run_comparison(args.nad, args.model, args.out, args.seed, mlp, args.robot, args.split, monitor)
     except (ValueError, FileNotFoundError) as err:
         print(f"na-train compare: error: {err}", file=sys.stderr)
         return 2

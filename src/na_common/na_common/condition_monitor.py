@@ -1,0 +1,92 @@
+"""Per-motor condition decisions from the model's per-frame condition scores (ROS-free).
+
+The condition head scores every frame (1 = normal operation). One frame says little: a restriction only
+shows while the joint works against it, and a nominal frame can score low for a moment. The monitor
+accumulates the evidence over time with a one-sided CUSUM per motor (Page, 1954): the evidence grows by
+``(1 - score) - drift`` times the frame's duration and never falls below zero, so a nominal motor (restricted
+score well below ``drift``) stays at zero and a restricted one climbs whenever the restriction acts. A motor is
+
+* ``nominal`` while its evidence is below ``suspect_s``,
+* ``suspect`` from ``suspect_s`` (it falls back when the evidence decays),
+* ``degraded`` from ``degraded_s``, latched until :meth:`ConditionMonitor.reset`: a worn or restricted motor
+  does not heal within a session, and a decision that flips back and forth cannot stop a robot.
+
+Evidence is in seconds of excess score (a frame with restricted score 1 adds ``(1 - drift) * dt``), so the
+thresholds do not depend on the frame rate. The decision time is the time of the frame that crossed
+``degraded_s``, measured from the first frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+NOMINAL, SUSPECT, DEGRADED = 0, 1, 2
+STATE_NAMES = ("nominal", "suspect", "degraded")
+
+
+@dataclass(frozen=True)
+class MonitorSettings:
+    drift: float = 0.5          # restricted score a frame must exceed to add evidence (CUSUM reference value)
+    suspect_s: float = 0.5      # evidence (s of excess score) from which a motor is suspect
+    degraded_s: float = 2.0     # evidence from which a motor is degraded (latched)
+    max_frame_s: float = 0.1    # a longer gap between two frames counts as this long (a pause adds no evidence)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.drift < 1.0:
+            raise ValueError(f"drift must be in (0, 1), got {self.drift}")
+        if not 0.0 < self.suspect_s <= self.degraded_s:
+            raise ValueError(f"need 0 < suspect_s <= degraded_s, got {self.suspect_s} and {self.degraded_s}")
+        if self.max_frame_s <= 0.0:
+            raise ValueError(f"max_frame_s must be positive, got {self.max_frame_s}")
+
+
+class ConditionMonitor:
+    """Streaming monitor of ``n_motors`` motors; feed :meth:`update` one frame at a time."""
+
+    def __init__(self, n_motors: int, settings: MonitorSettings | None = None) -> None:
+        self.settings = settings or MonitorSettings()
+        self.n_motors = int(n_motors)
+        self.reset()
+
+    def reset(self) -> None:
+        self.evidence = np.zeros(self.n_motors)
+        self.state = np.full(self.n_motors, NOMINAL, dtype=int)
+        self.decided_at = np.full(self.n_motors, np.nan)     # s since the first frame at which degraded was decided
+        self._first: float | None = None
+        self._last: float | None = None
+
+    def update(self, time_s: float, condition: Sequence[float]) -> np.ndarray:
+        """One frame's per-motor condition scores (1 = normal) at ``time_s``; returns the states (a copy)."""
+        score = np.asarray(condition, dtype=float).reshape(-1)
+        if score.shape != (self.n_motors,):
+            raise ValueError(f"expected {self.n_motors} condition scores, got {score.shape}")
+        if self._first is None:
+            self._first = self._last = float(time_s)
+        dt = min(max(float(time_s) - self._last, 0.0), self.settings.max_frame_s)
+        self._last = float(time_s)
+        finite = np.isfinite(score)
+        step = np.where(finite, (1.0 - np.clip(score, 0.0, 1.0)) - self.settings.drift, 0.0) * dt
+        self.evidence = np.maximum(0.0, self.evidence + step)
+        newly = (self.state != DEGRADED) & (self.evidence >= self.settings.degraded_s)
+        self.decided_at[newly] = float(time_s) - self._first
+        self.state = np.where(self.state == DEGRADED, DEGRADED,
+                              np.where(self.evidence >= self.settings.degraded_s, DEGRADED,
+                                       np.where(self.evidence >= self.settings.suspect_s, SUSPECT, NOMINAL)))
+        return self.state.copy()
+
+
+def run_monitor(time_s: np.ndarray, condition: np.ndarray, settings: MonitorSettings | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A whole sequence through a fresh monitor: (evidence [T, n], state [T, n], decision time [n], NaN if
+    never degraded)."""
+    condition = np.asarray(condition, dtype=float)
+    monitor = ConditionMonitor(condition.shape[1], settings)
+    evidence = np.zeros(condition.shape)
+    state = np.zeros(condition.shape, dtype=int)
+    for k, (t, scores) in enumerate(zip(np.asarray(time_s, dtype=float), condition, strict=True)):
+        state[k] = monitor.update(t, scores)
+        evidence[k] = monitor.evidence
+    return evidence, state, monitor.decided_at.copy()

@@ -1,0 +1,105 @@
+"""``na-train monitor``: the condition monitor over recorded episodes, per episode and motor.
+
+Runs the exported model causally over every episode of a NAD (the estimator's history windows), feeds its
+per-frame condition scores to the monitor (``na_common.condition_monitor``) and reports, per episode, each
+motor's final state, when the first motor was decided degraded, and how many episodes were decided within
+``--within`` seconds. Only the robot spec's condition joint is supervised by the model's condition head;
+the other motors' states are reported, marked as unsupervised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from na_common.condition_monitor import STATE_NAMES, run_monitor
+from na_training.baselines.compare import OnnxPredictor, resolve_model
+from na_training.condition_levels import add_monitor_arguments, monitor_settings
+from na_training.nad import SPLITS, load_usable, read_info, robot_spec
+
+DESCRIPTION = __doc__.split("\n\n")[1]
+
+
+def monitor_episodes(nad: Path, model: Path, out: Path, splits: tuple[str, ...], within_s: float,
+                     settings, robot: str | None = None) -> dict:
+    """Per-episode monitor results of the NAD's ``splits``; writes monitor.json and monitor.md to ``out``."""
+    spec = robot_spec(read_info(nad), robot)
+    predictor = OnnxPredictor(resolve_model(model, out), spec)
+    rows = []
+    skipped: list[str] = []
+    for split in splits:
+        for episode in load_usable(nad, split, skipped):
+            condition = np.asarray(predictor(episode)["condition"], dtype=float)
+            _, state, decided = run_monitor(episode.time, condition, settings)
+            first = float(np.nanmin(decided)) if np.isfinite(decided).any() else None
+            rows.append({"episode": episode.name, "split": split, "task": episode.task,
+                         "condition_label": episode.condition_label,
+                         "final_state": {j: STATE_NAMES[s] for j, s in zip(spec.joint_names, state[-1], strict=True)},
+                         "decided_s": {j: (None if not np.isfinite(t) else float(t))
+                                       for j, t in zip(spec.joint_names, decided, strict=True)},
+                         "first_degraded_s": first, "duration_s": float(episode.time[-1] - episode.time[0])})
+    degraded = [r for r in rows if r["first_degraded_s"] is not None]
+    report = {"nad": str(nad), "model": str(model), "settings": settings.__dict__.copy(),
+              "supervised_joint": spec.condition_joint, "episodes": rows, "skipped": skipped,
+              "summary": {"episodes": len(rows), "degraded_any_motor": len(degraded),
+                          "degraded_within_s": sum(r["first_degraded_s"] <= within_s for r in degraded),
+                          "within_s": within_s,
+                          "degraded_supervised": sum(r["final_state"][spec.condition_joint] == "degraded"
+                                                     for r in rows)}}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "monitor.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "monitor.md").write_text(markdown(report, spec.joint_names))
+    return report
+
+
+def markdown(report: dict, joints: tuple[str, ...]) -> str:
+    supervised = report["supervised_joint"]
+    head = [f"{j} (supervised)" if j == supervised else j for j in joints]
+    lines = ["# Condition monitor per episode", "",
+             "| episode | task | label | " + " | ".join(head) + " | first degraded (s) |",
+             "|---" * (len(joints) + 4) + "|"]
+    for r in report["episodes"]:
+        label = {0: "nominal", 1: "restricted"}.get(r["condition_label"], "–")
+        first = "–" if r["first_degraded_s"] is None else f"{r['first_degraded_s']:.1f}"
+        lines.append(f"| {r['episode']} | {r['task']} | {label} | "
+                     + " | ".join(r["final_state"][j] for j in joints) + f" | {first} |")
+    s = report["summary"]
+    lines += ["", f"{s['degraded_any_motor']} of {s['episodes']} episodes degraded on at least one motor, "
+              f"{s['degraded_within_s']} within {s['within_s']:g} s; {s['degraded_supervised']} on the supervised "
+              f"motor ({supervised}).", ""]
+    return "\n".join(lines)
+
+
+def add_monitor_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("monitor", help="run the condition monitor over a NAD's episodes",
+                                   description=DESCRIPTION)
+    parser.add_argument("--nad", required=True, type=Path, help="NAD v1 dataset directory")
+    parser.add_argument("--model", required=True, type=Path, help="exported model.onnx or a training run directory")
+    parser.add_argument("--robot", default=None, help="robot (default: the NAD's; given, it must match it)")
+    parser.add_argument("--split", choices=("all", *SPLITS), default="all", help="episodes to run (default: all)")
+    parser.add_argument("--within", type=float, default=60.0,
+                        help="count episodes decided degraded within this many seconds (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=Path("monitor_out"), help="output directory (default: %(default)s)")
+    add_monitor_arguments(parser)
+    parser.set_defaults(handler=run_monitor_cli)
+    return parser
+
+
+def run_monitor_cli(args: argparse.Namespace) -> int:
+    for path, what in ((args.nad, "NAD directory"), (args.model, "model")):
+        if not Path(path).exists():
+            print(f"na-train monitor: error: {what} {path} does not exist", file=sys.stderr)
+            return 2
+    splits = SPLITS if args.split == "all" else (args.split,)
+    try:
+        report = monitor_episodes(args.nad, args.model, args.out, splits, args.within, monitor_settings(args),
+                                  args.robot)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"na-train monitor: error: {err}", file=sys.stderr)
+        return 2
+    print((args.out / "monitor.md").read_text())
+    return 0 if report["episodes"] else 2
