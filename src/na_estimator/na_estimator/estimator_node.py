@@ -186,7 +186,7 @@ class EstimatorNode(Node):
         out.condition, out.inference_latency, out.window_fill = est.condition.tolist(), est.latency, est.window_fill
         self.pub_estimate.publish(out)
         self.handling.add(time.perf_counter() - entered)
-        self.condition_status.add(est.condition)
+        self.condition_status.add(est.condition, stamp_seconds(header.stamp))
         # The rest only for topics someone listens to: building and serialising four messages and the arrow's
         # forward kinematics cost more than the estimate itself (checking the subscriber count is ~0.5 us).
         if self.publish_split:
@@ -225,8 +225,10 @@ class EstimatorNode(Node):
             response.success, response.message = False, f"kept the previous model; could not load {path}: {exc}"
             return response
         self.core.set_model(model)
+        self.condition_status.reset_monitor()
         self.model_path, self.choice = path, choice
-        response.success, response.message = True, f"loaded {path}: {choice.describe()}; {model.provider.describe()}"
+        response.success, response.message = True, (f"loaded {path}: {choice.describe()}; {model.provider.describe()}"
+                                                     "; condition monitor reset")
         self.get_logger().info(response.message)
         return response
 

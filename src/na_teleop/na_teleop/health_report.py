@@ -3,8 +3,9 @@
 Reads the follower's ``ArmState`` (temperature, effort, error bits) and, when the bag has them, the estimator's
 condition scores (``/estimator/condition``, else the ``condition`` of ``/estimator/estimate``), and summarises each
 motor against its datasheet (:mod:`na_description.datasheet_margins`). Levels follow /diagnostics: ERROR for error
-bits or a temperature at the shutdown limit, WARN for an effort above the near-stall fraction or a supervised
-condition mean below the estimator's warning level, OK otherwise.
+bits or a temperature at the shutdown limit, WARN for an effort above the near-stall fraction, a supervised
+condition mean below the estimator's warning level or a supervised motor that the condition monitor
+(:mod:`na_common.condition_monitor`, run over the recorded scores) left suspect or degraded, OK otherwise.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from na_common import topics
+from na_common.condition_monitor import NOMINAL, STATE_NAMES, run_monitor
 from na_common.diagnostics import CONDITION_WARN_BELOW, ERROR, OK, WARN, Level
 from na_common.episode_bag import EpisodeBagError, EpisodeReader, list_episodes
 from na_description import RobotSpec, SpecError, load_spec
@@ -143,6 +145,10 @@ def summarise(series: EpisodeSeries) -> dict[str, Any]:
     e_margin = effort_margin(series.effort, reference)
     t_margin = temperature_margin(series.temperature, reference)
     supervised = spec.joint_names.index(spec.condition_joint)
+    monitor_state, monitor_decided = np.zeros(spec.n_motors, dtype=int), np.full(spec.n_motors, np.nan)
+    if series.condition is not None and len(series.condition):
+        _, states, monitor_decided = run_monitor(series.condition_time, series.condition)
+        monitor_state = states[-1]
     motors = []
     for k, joint in enumerate(spec.joint_names):
         bits = int(np.bitwise_or.reduce(series.hardware_error[:, k]))
@@ -172,10 +178,17 @@ def summarise(series: EpisodeSeries) -> dict[str, Any]:
         }
         if series.condition is not None:
             mean = float(np.mean(series.condition[:, k]))
-            motor.update(condition_mean=mean, condition_min=float(np.min(series.condition[:, k])))
+            state, decided = monitor_state[k], monitor_decided[k]
+            motor.update(condition_mean=mean, condition_min=float(np.min(series.condition[:, k])),
+                         monitor_state=STATE_NAMES[state],
+                         monitor_degraded_at_s=float(decided) if np.isfinite(decided) else None)
             if k == supervised and mean < CONDITION_WARN_BELOW:
                 level = max(level, WARN)
                 reasons.append(f"condition mean {mean:.2f} below {CONDITION_WARN_BELOW:.2f}")
+            if k == supervised and state != NOMINAL:
+                level = max(level, WARN)
+                reasons.append(f"condition monitor: {STATE_NAMES[state]}"
+                               + (f" (decided after {decided:.1f} s)" if np.isfinite(decided) else ""))
         motor.update(level=_level_name(level), reasons=reasons)
         motors.append(motor)
     worst = max((Level[m["level"]] for m in motors), default=OK)

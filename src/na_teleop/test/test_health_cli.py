@@ -4,6 +4,7 @@ written). Oracles are the figures the bags were written with (XM430-W350 stall c
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -87,3 +88,21 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("na-health: ") and message in err[0]
     assert not out.exists()
+
+
+def test_the_condition_monitor_over_recorded_scores_decides_degraded() -> None:
+    from na_description import load_spec
+    from na_teleop.health_report import EpisodeSeries, summarise
+
+    spec = load_spec("open_manipulator_x")
+    t = np.arange(700) * 0.01                   # 7 s of 100 Hz states
+    n = spec.n_motors
+    scores = np.ones((700, n))
+    scores[100:, 2] = 0.0                        # joint3 looks restricted from 1 s on: 0.5 s of evidence per s
+    series = EpisodeSeries("ep", Path("ep"), spec, t, np.full((700, n), 30.0), np.zeros((700, n)),
+                           np.zeros((700, n), dtype=int), condition_time=t, condition=scores)
+    motors = {m["joint"]: m for m in summarise(series)["motors"]}
+    assert motors["joint3"]["monitor_state"] == "degraded" and motors["joint3"]["level"] == "WARN"
+    assert motors["joint3"]["monitor_degraded_at_s"] == pytest.approx(5.0, abs=0.02)   # 1 s + 2 s / 0.5
+    assert any("monitor: degraded" in r for r in motors["joint3"]["reasons"])
+    assert motors["joint1"]["monitor_state"] == "nominal" and motors["joint1"]["level"] == "OK"
