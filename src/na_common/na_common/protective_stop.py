@@ -187,3 +187,14 @@ class ProtectiveStopMonitor:
             "last_force_n": "" if force is None else ", ".join(f"{v:.2f}" for v in force),
             "stops": str(self.stops), "reason": self.reason or "",
         }
+
+
+def hold_pose(measured: np.ndarray, last_goal: np.ndarray | None, gripper_index: int | None,
+              lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """The goal that holds a stopped follower: the arm joints where they are measured, the gripper at its last goal
+    (a grasped object is not let go), within the limits. The last goal of a pressing arm lies beyond the surface it
+    is blocked by (the position loop's lag); holding that goal keeps pushing, holding the measured pose does not."""
+    hold = np.asarray(measured, dtype=float).copy()
+    if gripper_index is not None and last_goal is not None:
+        hold[gripper_index] = last_goal[gripper_index]
+    return np.clip(hold, lower, upper)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from na_common.diagnostics import ERROR, OK, WARN
@@ -115,3 +116,13 @@ def test_stale_and_invalid_samples() -> None:
 def test_out_of_range_parameters_are_named(overrides, parameter) -> None:
     with pytest.raises(ProtectiveStopConfigError, match=parameter):
         monitor(**overrides)
+
+
+def test_hold_pose_keeps_the_arm_where_it_is_and_the_gripper_goal_within_limits() -> None:
+    from na_common.protective_stop import hold_pose
+
+    lower, upper = np.array([-1.0, -1.0, -1.0]), np.array([1.0, 1.0, 0.5])
+    measured, goal = np.array([0.2, -1.3, 0.1]), np.array([0.4, -0.9, 0.8])
+    np.testing.assert_allclose(hold_pose(measured, goal, 2, lower, upper), [0.2, -1.0, 0.5])
+    np.testing.assert_allclose(hold_pose(measured, goal, None, lower, upper), [0.2, -1.0, 0.1])
+    np.testing.assert_allclose(hold_pose(measured, None, 2, lower, upper), [0.2, -1.0, 0.1])

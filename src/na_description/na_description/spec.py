@@ -127,6 +127,11 @@ class RobotSpec:
         return len(self.arm_joint_names)
 
     @property
+    def gripper_index(self) -> int | None:
+        """Motor index of the gripper, None for an arm without one."""
+        return next((k for k, j in enumerate(self.joints) if j.type == "gripper"), None)
+
+    @property
     def servo_ids(self) -> list[int]:
         return [j.servo_id for j in self.joints]
 

@@ -18,7 +18,8 @@ Safety, in this order:
   ``estimator_timeout`` s stops the policy: it holds the arm until :meth:`reset` (the node's ``~/enable``);
   before the estimator is first heard, the policy waits (hold);
 * protective stop (off by default): the estimator's force past its threshold (na_common.protective_stop) holds
-  the arm until :meth:`release_protective_stop` (the node's ``~/release_protective_stop``);
+  the arm where it is measured when the stop latches (the gripper at its last goal) until
+  :meth:`release_protective_stop` (the node's ``~/release_protective_stop``);
 * clamping: the command is kept inside the robot's joint limits, moves at most ``max_step`` rad per command
   and leads the measured position by at most ``max_lead`` rad (this bounds how hard the arm can press).
 
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from na_common.diagnostics import ERROR, OK, WARN
-from na_common.protective_stop import ProtectiveStopConfig, ProtectiveStopMonitor
+from na_common.protective_stop import ProtectiveStopConfig, ProtectiveStopMonitor, hold_pose
 from na_policy.features import observation, uses_estimator
 from na_policy.policy_file import Policy
 
@@ -52,6 +53,7 @@ class SafetyConfig:
     start_duration: float = 2.0      # s, blend from the first measured pose to the policy's start pose
     start_settle: float = 0.5        # s held at the start pose after the blend (the estimator settles; tare)
     protective_stop: ProtectiveStopConfig = field(default_factory=ProtectiveStopConfig)   # off by default
+    gripper_index: int | None = None  # the gripper motor: a protective stop keeps its goal
 
 
 @dataclass
@@ -84,6 +86,7 @@ class PolicyCore:
         self.started = False                                 # the move to the start pose is done
         self.commands = self.actions = self.holds = self.clamps = self.refused = 0
         self.protective_stop = ProtectiveStopMonitor(safety.protective_stop)   # latched until released
+        self._stop_held = False                              # the hold pose of the latched stop is set
 
     # -- inputs -------------------------------------------------------------------------------
     def on_force(self, force: Sequence[float], now: float | None = None) -> None:
@@ -113,6 +116,7 @@ class PolicyCore:
         """The explicit release of a protective stop; the policy acts again from the next state."""
         released, message = self.protective_stop.release(time.monotonic() if now is None else now)
         if released:
+            self._stop_held = False
             self.level, self.message = WARN, message
         return released, message
 
@@ -143,6 +147,10 @@ class PolicyCore:
         if self.stopped_reason is not None:
             return self._hold(position, ERROR, self.stopped_reason)
         if self.protective_stop.stopped:
+            if not self._stop_held and position.shape == (self.policy.n_joints,) and np.all(np.isfinite(position)):
+                self._stop_held = True          # from now on hold where the arm was when the stop latched
+                self.last_command = hold_pose(position, self.last_command, self.safety.gripper_index,
+                                              self.safety.lower, self.safety.upper)
             return self._hold(position, ERROR, f"protective stop: {self.protective_stop.reason}; holding until "
                                                f"~/release_protective_stop")
         if not self.started:

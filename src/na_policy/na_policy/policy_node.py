@@ -89,7 +89,8 @@ class PolicyNode(Node):
                                                     state_timeout=p["state_timeout"],
                                                     estimator_timeout=p["estimator_timeout"],
                                                     start_duration=p["start_duration"],
-                                                    start_settle=p["start_settle"], protective_stop=stop))
+                                                    start_settle=p["start_settle"], protective_stop=stop,
+                                                    gripper_index=self.spec.gripper_index))
         self.latency = LatencyStats()          # state callback entered -> command published
         self.inference = LatencyStats()
         self._command = JointCommand(name=list(self.spec.joint_names))

@@ -167,3 +167,21 @@ def test_protective_stop_holds_the_arm_until_released(make_policy) -> None:
     released, _ = core.release_protective_stop(now=1.5)
     assert released
     assert any(d.acted for _, d in feed(core, 0.2, t0=1.5))             # 3 N again: acts, and re-arms
+
+
+def test_a_protective_stop_holds_the_measured_arm_pose_and_the_grip(make_policy) -> None:
+    from na_common.protective_stop import ProtectiveStopConfig
+
+    stop = ProtectiveStopConfig(enabled=True, threshold=10.0, hysteresis=2.0, min_duration=0.0)
+    core = make_core(make_policy(delta=0.01), protective_stop=stop, gripper_index=4)
+    decisions = [d for _, d in feed(core, 0.5)]
+    goal = decisions[-1].command                                          # the policy's last goal
+    measured = np.array([0.05, -0.3, 0.2, 0.1, -0.4])                     # the arm lags it; the gripper on an object
+    core.on_force((0.0, 0.0, 15.0), now=0.6)
+    decision = None
+    for k in range(5):
+        t = 0.6 + k / 100.0
+        decision = core.on_state(t, NAMES, measured, now=t, clock=t) or decision
+    assert core.protective_stop.stopped and decision is not None and not decision.acted
+    np.testing.assert_allclose(decision.command[:4], measured[:4])
+    assert decision.command[4] == pytest.approx(goal[4])

@@ -23,7 +23,7 @@ import numpy as np
 
 from na_common import topics
 from na_common.diagnostics import ERROR, OK, WARN, Level
-from na_common.protective_stop import ProtectiveStopConfig, ProtectiveStopMonitor
+from na_common.protective_stop import ProtectiveStopConfig, ProtectiveStopMonitor, hold_pose
 
 # Paper, Appendix F / Fig. A20: 1200 mA is the motor-current safety limit of the arms.
 DEFAULT_OVERLOAD_CURRENT_A = 1.2
@@ -128,10 +128,9 @@ class TeleopConfig:
         """Defaults from a :class:`na_description.RobotSpec`: identity mapping, the follower's limits."""
         lower, upper = spec.servo_angle_limits()
         n = spec.n_motors
-        gripper = [k for k, j in enumerate(spec.joints) if j.type == "gripper"]
         values = {
             "joint_names": tuple(spec.joint_names),
-            "gripper_index": gripper[0] if gripper else None,
+            "gripper_index": spec.gripper_index,
             "sign": np.ones(n),
             "offset": np.zeros(n),
             "lower": lower,
@@ -307,17 +306,31 @@ class TeleopCore:
                    f" for {duration:.3f} s; following stopped, follower holds its last goal."
                    " Call ~/enable true to resume.")
 
-    def on_force(self, force: Sequence[float], now: float) -> None:
-        """An estimated contact force (N, x y z): runs the protective stop; a latched stop holds the follower."""
+    def on_force(self, force: Sequence[float], now: float) -> np.ndarray | None:
+        """An estimated contact force (N, x y z): runs the protective stop. When a stop latches while the follower
+        was following, returns the hold command to publish at once: the arm where it is measured, the gripper at
+        its last goal (:func:`na_common.protective_stop.hold_pose`)."""
         event = self.protective_stop.update(force, now)
         if event is None:
-            return
+            return None
         if not self.protective_stop.stopped:
             self._emit("info", "protective_stop", event.message)
-            return
+            return None
+        hold = None
         if self._state in (TeleopState.WAITING, TeleopState.SOFT_START, TeleopState.TRACKING, TeleopState.STALE):
             self._state = TeleopState.PROTECTIVE_STOP
+            hold = self._hold_here()
         self._emit("error", "protective_stop", self._stop_message())
+        return hold
+
+    def _hold_here(self) -> np.ndarray | None:
+        """The stop's hold command (:func:`na_common.protective_stop.hold_pose`); None before the first follower
+        sample or command."""
+        if self._follower_position is None or self._last_command is None:
+            return None
+        self._last_command = hold_pose(self._follower_position, self._last_command, self.config.gripper_index,
+                                       self.config.lower, self.config.upper)
+        return self._last_command.copy()
 
     def release_protective_stop(self, now: float) -> tuple[bool, str]:
         """The explicit release: a soft start from the follower's present pose follows (or the hold of a tripped

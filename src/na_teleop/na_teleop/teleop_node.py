@@ -171,16 +171,19 @@ class TeleopNode(Node):
         position, stale = arrays
         command = self.core.on_leader(position, now, None if stale is None else stale.astype(bool))
         if command is not None:
-            out = JointCommand()
-            out.header.stamp = self.get_clock().now().to_msg()
-            out.header.frame_id = msg.header.frame_id
-            out.name = self._names
-            out.position = command.tolist()
-            gripper = self.core.config.gripper_index
-            if gripper is not None:
-                out.gripper_slide = float(self._gripper_map.angle_to_slide(command[gripper]))
-            self.command_pub.publish(out)
+            self._publish_command(command, msg.header.frame_id)
         self._flush_events()
+
+    def _publish_command(self, command, frame_id: str) -> None:
+        out = JointCommand()
+        out.header.stamp = self.get_clock().now().to_msg()
+        out.header.frame_id = frame_id
+        out.name = self._names
+        out.position = command.tolist()
+        gripper = self.core.config.gripper_index
+        if gripper is not None:
+            out.gripper_slide = float(self._gripper_map.angle_to_slide(command[gripper]))
+        self.command_pub.publish(out)
 
     def _on_follower(self, msg: ArmState) -> None:
         arrays = self._in_spec_order(msg, "follower", ("position", "current"))
@@ -190,7 +193,9 @@ class TeleopNode(Node):
         self._flush_events()
     def _on_force(self, msg: WrenchStamped) -> None:
         f = msg.wrench.force
-        self.core.on_force((f.x, f.y, f.z), time.monotonic())
+        hold = self.core.on_force((f.x, f.y, f.z), time.monotonic())
+        if hold is not None:
+            self._publish_command(hold, msg.header.frame_id)
         self._flush_events()
 
     def _on_timer(self) -> None:

@@ -295,6 +295,23 @@ def test_protective_stop_holds_the_follower_until_released() -> None:
     assert core.state is TeleopState.TRACKING
 
 
+def test_a_protective_stop_holds_the_arm_where_it_is_and_keeps_the_grip() -> None:
+    core = stop_core()
+    gripper = core.config.gripper_index
+    assert gripper == N - 1                              # the OpenManipulator-X's last motor
+    goal = np.array([0.3, -0.4, 0.5, -0.2, 0.6])
+    assert core.on_leader(goal, 0.0) is not None
+    blocked = np.array([0.25, -0.38, 0.41, -0.2, 0.2])  # the arm lags its goal against a surface; gripper on the object
+    core.on_follower(blocked, np.zeros(N), 0.005)
+    assert core.on_force((0.0, 0.0, 15.0), 0.01) is None           # above the threshold, not yet for 30 ms
+    assert core.on_force((0.0, 0.0, 15.0), 0.03) is None
+    hold = core.on_force((0.0, 0.0, 15.0), 0.045)                   # latches: one hold command
+    assert core.state is TeleopState.PROTECTIVE_STOP
+    np.testing.assert_allclose(hold, [0.25, -0.38, 0.41, -0.2, 0.6])
+    assert core.on_force((0.0, 0.0, 15.0), 0.06) is None            # said once
+    assert core.on_leader(goal, 0.07) is None
+
+
 def test_protective_stop_off_by_default_and_short_spikes_pass() -> None:
     core = started(make_core())
     core.on_force((0.0, 0.0, 1000.0), 0.0)

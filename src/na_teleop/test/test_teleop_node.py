@@ -258,6 +258,10 @@ def test_protective_stop_holds_on_the_estimated_force_says_why_and_releases_on_t
     release = h.peer.create_client(Trigger, "/teleop/release_protective_stop")
     assert feed_until_command(h, wait_for, np.zeros(N))
     assert wait_for(lambda: force_pub.get_subscription_count() > 0, 5.0, h.spin)
+    blocked = np.array([0.1, -0.1, 0.2, 0.05, 0.3])     # where the follower is held up (its goal: zeros)
+    h.follower_pub.publish(h.state("follower", blocked))
+    assert wait_for(lambda: h.teleop.core._follower_position is not None
+                    and np.allclose(h.teleop.core._follower_position, blocked), 5.0, h.spin)
 
     def push() -> None:
         wrench = WrenchStamped()
@@ -270,6 +274,8 @@ def test_protective_stop_holds_on_the_estimated_force_says_why_and_releases_on_t
     assert wait_for(lambda: statuses.get("/teleop: protective stop", (0, ""))[0] == 2, 5.0, h.spin)
     assert "25.0 N" in statuses["/teleop: protective stop"][1]
     h.spin_for(0.05)
+    # the stop's one command holds the arm where it is, the gripper at its last goal
+    np.testing.assert_allclose(h.commands[-1].position, [0.1, -0.1, 0.2, 0.05, 0.0], atol=1e-9)
     count = len(h.commands)
     for _ in range(10):
         push()
