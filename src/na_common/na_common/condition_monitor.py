@@ -29,9 +29,11 @@ STATE_NAMES = ("nominal", "suspect", "degraded")
 
 @dataclass(frozen=True)
 class MonitorSettings:
-    drift: float = 0.5          # restricted score a frame must exceed to add evidence (CUSUM reference value)
+    # Defaults chosen on the validation split of the OpenManipulator-X benchmark at seed 11 (src/na_training/
+    # TRAINING.md, "Condition monitor"); scored on its test split and on the SO-101's.
+    drift: float = 0.4          # restricted score a frame must exceed to add evidence (CUSUM reference value)
     suspect_s: float = 0.5      # evidence (s of excess score) from which a motor is suspect
-    degraded_s: float = 2.0     # evidence from which a motor is degraded (latched)
+    degraded_s: float = 1.0     # evidence from which a motor is degraded (latched)
     max_frame_s: float = 0.1    # a longer gap between two frames counts as this long (a pause adds no evidence)
 
     def __post_init__(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from na_common.condition_monitor import MonitorSettings
 from na_common.diagnostics import OK, WARN
 from na_estimator.condition_status import ConditionStatus
 
@@ -17,11 +18,11 @@ def test_the_supervised_motor_is_graded_by_the_monitor_and_the_others_report_onl
     assert by_joint["joint3"].values["condition_min"] == "0.200"
     assert by_joint["joint3"].values["monitor_state"] == "nominal"
     assert by_joint["joint1"].level == OK and "not supervised" in by_joint["joint1"].message
-    assert by_joint["joint1"].values["supervised"] == "false"
+    assert by_joint["joint1"].values["supervised"] == "false" and "monitor_state" not in by_joint["joint1"].values
 
 
 def test_a_restricted_looking_motor_becomes_suspect_then_degraded_and_stays_so() -> None:
-    status = ConditionStatus(JOINTS, "joint3")
+    status = ConditionStatus(JOINTS, "joint3", MonitorSettings(drift=0.5, suspect_s=0.5, degraded_s=2.0))
     # joint3 scores 0 every 10 ms: evidence grows by (1 - 0 - 0.5) * 0.01 = 5 ms per frame
     for k in range(150):                            # 1.49 s of frames: evidence 0.745 s (suspect from 0.5 s)
         status.add([1.0, 1.0, 0.0, 1.0, 1.0], 0.01 * k)

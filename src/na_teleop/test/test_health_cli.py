@@ -98,11 +98,12 @@ def test_the_condition_monitor_over_recorded_scores_decides_degraded() -> None:
     t = np.arange(700) * 0.01                   # 7 s of 100 Hz states
     n = spec.n_motors
     scores = np.ones((700, n))
-    scores[100:, 2] = 0.0                        # joint3 looks restricted from 1 s on: 0.5 s of evidence per s
+    scores[100:, 2] = 0.0                        # joint3 looks restricted from 1 s on
     series = EpisodeSeries("ep", Path("ep"), spec, t, np.full((700, n), 30.0), np.zeros((700, n)),
                            np.zeros((700, n), dtype=int), condition_time=t, condition=scores)
     motors = {m["joint"]: m for m in summarise(series)["motors"]}
     assert motors["joint3"]["monitor_state"] == "degraded" and motors["joint3"]["level"] == "WARN"
-    assert motors["joint3"]["monitor_degraded_at_s"] == pytest.approx(5.0, abs=0.02)   # 1 s + 2 s / 0.5
+    # the shipped monitor: evidence grows by (1 - 0) - 0.4 = 0.6 s per s, degraded at 1 s of it: 1 s + 1 / 0.6 s
+    assert motors["joint3"]["monitor_degraded_at_s"] == pytest.approx(1.0 + 1.0 / 0.6, abs=0.02)
     assert any("monitor: degraded" in r for r in motors["joint3"]["reasons"])
     assert motors["joint1"]["monitor_state"] == "nominal" and motors["joint1"]["level"] == "OK"

@@ -1,10 +1,10 @@
 """``na-train monitor``: the condition monitor over recorded episodes, per episode and motor.
 
 Runs the exported model causally over every episode of a NAD (the estimator's history windows), feeds its
-per-frame condition scores to the monitor (``na_common.condition_monitor``) and reports, per episode, each
-motor's final state, when the first motor was decided degraded, and how many episodes were decided within
-``--within`` seconds. Only the robot spec's condition joint is supervised by the model's condition head;
-the other motors' states are reported, marked as unsupervised.
+per-frame condition scores to the monitor (``na_common.condition_monitor``) and reports, per episode, the
+supervised motor's final state (the robot spec's condition joint: the only motor whose condition head is
+trained on labels), when it was decided degraded, and how many episodes were decided within ``--within``
+seconds.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 from na_common.condition_monitor import STATE_NAMES, run_monitor
 from na_training.baselines.compare import OnnxPredictor, resolve_model
 from na_training.condition_levels import add_monitor_arguments, monitor_settings
+from na_training.episode import NOMINAL, RESTRICTED
 from na_training.nad import SPLITS, load_usable, read_info, robot_spec
 
 DESCRIPTION = __doc__.split("\n\n")[1]
@@ -29,48 +30,46 @@ def monitor_episodes(nad: Path, model: Path, out: Path, splits: tuple[str, ...],
     """Per-episode monitor results of the NAD's ``splits``; writes monitor.json and monitor.md to ``out``."""
     spec = robot_spec(read_info(nad), robot)
     predictor = OnnxPredictor(resolve_model(model, out), spec)
+    supervised = spec.joint_names.index(spec.condition_joint)
     rows = []
     skipped: list[str] = []
     for split in splits:
         for episode in load_usable(nad, split, skipped):
             condition = np.asarray(predictor(episode)["condition"], dtype=float)
             _, state, decided = run_monitor(episode.time, condition, settings)
-            first = float(np.nanmin(decided)) if np.isfinite(decided).any() else None
             rows.append({"episode": episode.name, "split": split, "task": episode.task,
                          "condition_label": episode.condition_label,
-                         "final_state": {j: STATE_NAMES[s] for j, s in zip(spec.joint_names, state[-1], strict=True)},
-                         "decided_s": {j: (None if not np.isfinite(t) else float(t))
-                                       for j, t in zip(spec.joint_names, decided, strict=True)},
-                         "first_degraded_s": first, "duration_s": float(episode.time[-1] - episode.time[0])})
-    degraded = [r for r in rows if r["first_degraded_s"] is not None]
+                         "state": STATE_NAMES[state[-1][supervised]],
+                         "degraded_at_s": None if not np.isfinite(decided[supervised]) else float(decided[supervised]),
+                         "unsupervised_states": {j: STATE_NAMES[s] for k, (j, s) in
+                                                 enumerate(zip(spec.joint_names, state[-1], strict=True))
+                                                 if k != supervised},
+                         "duration_s": float(episode.time[-1] - episode.time[0])})
+    degraded = [r for r in rows if r["degraded_at_s"] is not None]
     report = {"nad": str(nad), "model": str(model), "settings": settings.__dict__.copy(),
               "supervised_joint": spec.condition_joint, "episodes": rows, "skipped": skipped,
-              "summary": {"episodes": len(rows), "degraded_any_motor": len(degraded),
-                          "degraded_within_s": sum(r["first_degraded_s"] <= within_s for r in degraded),
-                          "within_s": within_s,
-                          "degraded_supervised": sum(r["final_state"][spec.condition_joint] == "degraded"
-                                                     for r in rows)}}
+              "summary": {"episodes": len(rows), "degraded": len(degraded),
+                          "degraded_within_s": sum(r["degraded_at_s"] <= within_s for r in degraded),
+                          "within_s": within_s}}
     out.mkdir(parents=True, exist_ok=True)
     (out / "monitor.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "monitor.md").write_text(markdown(report, spec.joint_names))
+    (out / "monitor.md").write_text(markdown(report))
     return report
 
 
-def markdown(report: dict, joints: tuple[str, ...]) -> str:
+def markdown(report: dict) -> str:
     supervised = report["supervised_joint"]
-    head = [f"{j} (supervised)" if j == supervised else j for j in joints]
     lines = ["# Condition monitor per episode", "",
-             "| episode | task | label | " + " | ".join(head) + " | first degraded (s) |",
-             "|---" * (len(joints) + 4) + "|"]
+             f"The decision is the supervised motor's ({supervised}); the model's condition head is trained on its "
+             "labels only, so the other motors' scores are not decided on.", "",
+             f"| episode | task | label | {supervised} | degraded at (s) |", "|---|---|---|---|---|"]
     for r in report["episodes"]:
-        label = {0: "nominal", 1: "restricted"}.get(r["condition_label"], "–")
-        first = "–" if r["first_degraded_s"] is None else f"{r['first_degraded_s']:.1f}"
-        lines.append(f"| {r['episode']} | {r['task']} | {label} | "
-                     + " | ".join(r["final_state"][j] for j in joints) + f" | {first} |")
+        label = {NOMINAL: "nominal", RESTRICTED: "restricted"}.get(r["condition_label"], "–")
+        at = "–" if r["degraded_at_s"] is None else f"{r['degraded_at_s']:.1f}"
+        lines.append(f"| {r['episode']} | {r['task']} | {label} | {r['state']} | {at} |")
     s = report["summary"]
-    lines += ["", f"{s['degraded_any_motor']} of {s['episodes']} episodes degraded on at least one motor, "
-              f"{s['degraded_within_s']} within {s['within_s']:g} s; {s['degraded_supervised']} on the supervised "
-              f"motor ({supervised}).", ""]
+    lines += ["", f"{s['degraded']} of {s['episodes']} episodes degraded on {supervised}, {s['degraded_within_s']} "
+              f"within {s['within_s']:g} s.", ""]
     return "\n".join(lines)
 
 
