@@ -179,9 +179,10 @@ def summarise(series: EpisodeSeries) -> dict[str, Any]:
         if series.condition is not None:
             mean = float(np.mean(series.condition[:, k]))
             state, decided = monitor_state[k], monitor_decided[k]
-            motor.update(condition_mean=mean, condition_min=float(np.min(series.condition[:, k])),
-                         monitor_state=STATE_NAMES[state],
-                         monitor_degraded_at_s=float(decided) if np.isfinite(decided) else None)
+            motor.update(condition_mean=mean, condition_min=float(np.min(series.condition[:, k])))
+            if k == supervised:                 # the only head trained on labels: the only one decided on
+                motor.update(monitor_state=STATE_NAMES[state],
+                             monitor_degraded_at_s=float(decided) if np.isfinite(decided) else None)
             if k == supervised and mean < CONDITION_WARN_BELOW:
                 level = max(level, WARN)
                 reasons.append(f"condition mean {mean:.2f} below {CONDITION_WARN_BELOW:.2f}")
