@@ -62,7 +62,8 @@ CHILD = textwrap.dedent('''
              ["export", str(root / "run"), "--out", str(root / "model.onnx"), "--nad", str(root / "nad")],
              ["compare", "--nad", str(root / "nad"), "--model", str(root / "model.onnx"), "--no-mlp",
               "--out", str(root / "compare")],
-             ["monitor", "--nad", str(root / "nad"), "--model", str(root / "model.onnx"), "--out", str(root / "monitor")]]
+             ["monitor", "--nad", str(root / "nad"), "--model", str(root / "model.onnx"),
+              "--out", str(root / "monitor")]]
     codes = [main(step) for step in steps]
     print(json.dumps({"hook_works": hook_works, "modules": len(modules), "verbs": verbs, "exits": codes,
                       "refused": sorted(set(refused)),
