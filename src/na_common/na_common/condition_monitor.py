@@ -29,8 +29,8 @@ STATE_NAMES = ("nominal", "suspect", "degraded")
 
 @dataclass(frozen=True)
 class MonitorSettings:
-    # Defaults chosen on the validation split of the OpenManipulator-X benchmark at seed 11 (src/na_training/
-    # TRAINING.md, "Condition monitor"); scored on its test split and on the SO-101's.
+    # Defaults chosen on the validation split of the OpenManipulator-X benchmark at seed 11, then scored on its
+    # test split and on the SO-101's: src/na_training/TRAINING.md, "Condition monitor".
     drift: float = 0.4          # restricted score a frame must exceed to add evidence (CUSUM reference value)
     suspect_s: float = 0.5      # evidence (s of excess score) from which a motor is suspect
     degraded_s: float = 1.0     # evidence from which a motor is degraded (latched)
