@@ -72,11 +72,9 @@ class ConditionMonitor:
         finite = np.isfinite(score)
         step = np.where(finite, (1.0 - np.clip(score, 0.0, 1.0)) - self.settings.drift, 0.0) * dt
         self.evidence = np.maximum(0.0, self.evidence + step)
-        newly = (self.state != DEGRADED) & (self.evidence >= self.settings.degraded_s)
-        self.decided_at[newly] = float(time_s) - self._first
-        self.state = np.where(self.state == DEGRADED, DEGRADED,
-                              np.where(self.evidence >= self.settings.degraded_s, DEGRADED,
-                                       np.where(self.evidence >= self.settings.suspect_s, SUSPECT, NOMINAL)))
+        degraded = (self.state == DEGRADED) | (self.evidence >= self.settings.degraded_s)
+        self.decided_at[degraded & (self.state != DEGRADED)] = float(time_s) - self._first
+        self.state = np.where(degraded, DEGRADED, np.where(self.evidence >= self.settings.suspect_s, SUSPECT, NOMINAL))
         return self.state.copy()
 
 

@@ -6,8 +6,9 @@ time, nominal / suspect / degraded, degraded latched until the model is reloaded
 ``condition_joint`` is supervised (docs/INTERFACES.md), so only its status is graded by the monitor's state: OK
 while nominal, WARN when suspect or degraded (the message says which, and how long the decision took). Not ERROR:
 the recorder counts every ERROR or STALE status as a fault of the episode, and a worn motor's telemetry is still a
-sound recording. The other motors report their scores and monitor state at OK, saying they are not supervised. A
-period without an estimate is WARN (condition unknown; the estimator's own status says why).
+sound recording. The other motors report their scores at OK, saying they are not supervised (their heads are not
+trained on labels; no monitor state is given for them). A period without an estimate is WARN (condition unknown;
+the estimator's own status says why).
 """
 
 from __future__ import annotations

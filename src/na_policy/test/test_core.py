@@ -177,6 +177,7 @@ def test_a_protective_stop_holds_the_measured_arm_pose_and_the_grip(make_policy)
     decisions = [d for _, d in feed(core, 0.5)]
     goal = decisions[-1].command                                          # the policy's last goal
     measured = np.array([0.05, -0.3, 0.2, 0.1, -0.4])                     # the arm lags it; the gripper on an object
+    assert np.all(np.abs(goal - measured) > 0.01)                         # so that each check below can fail
     core.on_force((0.0, 0.0, 15.0), now=0.6)
     decision = None
     for k in range(5):

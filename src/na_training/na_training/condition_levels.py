@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import asdict
 
 import numpy as np
 
@@ -58,7 +59,7 @@ def monitor_levels(labelled: Sequence[tuple[Episode, np.ndarray]], nominal: Sequ
         episode_decision.append(bool(degraded[-1]) if len(degraded) else False)
         if positive:
             decision_times.append(decided)
-    results: dict = {"settings": settings.__dict__.copy()}
+    results: dict = {"settings": asdict(settings)}
     if frame_truth:
         results["frame"] = classification_metrics(np.concatenate(frame_truth), np.concatenate(frame_decision),
                                                   np.concatenate(frame_score))

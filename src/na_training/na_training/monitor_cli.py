@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,7 @@ def monitor_episodes(nad: Path, model: Path, out: Path, splits: tuple[str, ...],
                                                  if k != supervised},
                          "duration_s": float(episode.time[-1] - episode.time[0])})
     degraded = [r for r in rows if r["degraded_at_s"] is not None]
-    report = {"nad": str(nad), "model": str(model), "settings": settings.__dict__.copy(),
+    report = {"nad": str(nad), "model": str(model), "settings": asdict(settings),
               "supervised_joint": spec.condition_joint, "episodes": rows, "skipped": skipped,
               "summary": {"episodes": len(rows), "degraded": len(degraded),
                           "degraded_within_s": sum(r["degraded_at_s"] <= within_s for r in degraded),
