@@ -91,7 +91,7 @@ def presses(obs: Observations, threshold: float = 1.0) -> list[dict]:
         near = commands[(commands >= onset - STOP_GAP_S) & (commands <= end + HOLD_HORIZON_S)]
         gaps = np.flatnonzero(np.diff(near) > STOP_GAP_S) if near.size > 1 else np.zeros(0, dtype=int)
         candidates = [float(near[g]) for g in gaps]
-        if near.size and (onset + HOLD_HORIZON_S) - near[-1] > STOP_GAP_S:
+        if near.size and (end + HOLD_HORIZON_S) - near[-1] > STOP_GAP_S:
             candidates.append(float(near[-1]))        # no command after it within the horizon
         candidates = [c for c in candidates if c >= onset - STOP_GAP_S and c <= end + STOP_GAP_S]
         if candidates:
