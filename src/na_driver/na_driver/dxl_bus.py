@@ -249,7 +249,7 @@ class DxlBus(SerialBus):
             if tx != sdk.COMM_SUCCESS:
                 port.is_using = False
                 continue
-            got = self._receive(port, {servo_id: 3}, self.setup_timeout(_STATUS_OVERHEAD + 3))
+            got = self._receive(port, {servo_id: 3}, self.setup_timeout(_STATUS_OVERHEAD + 3, attempt))
             if servo_id in got:
                 data = got[servo_id].data
                 return data[0] | (data[1] << 8)

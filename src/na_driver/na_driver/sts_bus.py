@@ -118,14 +118,14 @@ class StsBus(SerialBus):
         """
         port = self._require_port()
         retries = self.setup_retries if retries is None else retries
-        timeout = self.setup_timeout(STATUS_OVERHEAD + length) if timeout is None else timeout
         for attempt in range(retries + 1):
             if attempt:
                 self.counters.retries += 1
             self.counters.transactions += 1
             if not self._send(port, self._packet.readTx, servo_id, address, length):
                 continue
-            got = self._receive(port, {servo_id: length}, timeout)
+            wait = self.setup_timeout(STATUS_OVERHEAD + length, attempt) if timeout is None else timeout
+            got = self._receive(port, {servo_id: length}, wait)
             if servo_id in got:
                 return got[servo_id]
         raise BusError(f"servo {servo_id}: no valid reply to a read of {length} bytes at address {address} "
@@ -145,7 +145,7 @@ class StsBus(SerialBus):
             self.counters.transactions += 1
             if not self._send(port, self._packet.writeTxOnly, servo_id, address, len(data), list(data)):
                 continue
-            got = self._receive(port, {servo_id: 0}, self.setup_timeout(STATUS_OVERHEAD))
+            got = self._receive(port, {servo_id: 0}, self.setup_timeout(STATUS_OVERHEAD, attempt))
             if servo_id in got:
                 return got[servo_id].error
         raise BusError(f"servo {servo_id}: write at address {address} was not acknowledged after {retries + 1} "

@@ -132,3 +132,19 @@ def test_fast_sync_read_of_another_length_is_late(scripted) -> None:
     _, bus = scripted(answer)
     result = bus.sync_read(IDS, 100, LENGTH, fast=True, retries=0)
     assert result.replies == {} and bus.counters.late_replies == 1
+
+
+def test_a_start_up_ping_outlasts_a_servo_silent_for_half_a_second(scripted) -> None:
+    """A host busy at start-up answers late: each retry of a start-up ping waits twice as long as the one before, so
+    six tries at the 50 ms reply timeout span well over 0.6 s (six equal waits would give up after 0.3 s)."""
+    first_request: list[float] = []
+
+    def late_ping(packet: p2.Packet) -> bytes:
+        first_request[:] = first_request or [time.monotonic()]
+        if packet.instruction != 0x01 or time.monotonic() - first_request[0] < 0.6:
+            return b""
+        return p2.build_status(packet.servo_id, 0, bytes([0xFC, 0x03, 0x2D]))     # model 1020 (XM430-W350), fw 45
+
+    _, bus = scripted(late_ping)
+    assert bus.ping(11) == 1020
+    assert bus.counters.retries >= 3

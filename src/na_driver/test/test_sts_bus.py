@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -127,3 +128,20 @@ def test_write_returns_the_status_bits_and_a_silent_servo_raises(scripted) -> No
     with pytest.raises(BusError, match="servo 5"):
         bus.write(5, 42, b"\x00\x08")
     assert bus.ping(5) is None
+
+
+def test_a_start_up_ping_outlasts_a_servo_silent_for_half_a_second(scripted) -> None:
+    """A host busy at start-up answers late: each retry of a start-up read (a ping reads the model number at
+    address 3) waits twice as long as the one before, so six tries at the 50 ms reply timeout span well over 0.6 s
+    (six equal waits would give up after 0.3 s)."""
+    first_request: list[float] = []
+
+    def late_model_number(packet: p0.Packet) -> bytes:
+        first_request[:] = first_request or [time.monotonic()]
+        if packet.instruction != 0x02 or time.monotonic() - first_request[0] < 0.6:
+            return b""
+        return status(packet.servo_id, 0, bytes([0x09, 0x03]))                     # model 777 (STS3215)
+
+    _, bus = scripted(late_model_number)
+    assert bus.ping(1) == 777
+    assert bus.counters.retries >= 3
