@@ -160,6 +160,7 @@ class Demo:
         discard = node.create_client(DiscardEpisode, f"{topics.RECORDER_NODE}/discard")
         executor = make_executor(context)
         executor.add_node(node)
+        started = False
         try:
             with sim_rig(self.out / "sim", log_dir, task="pick_place", payload_grams=200.0,
                          seed=self.args.seed, robot=self.args.robot) as (rig_graph, info, ft_port), \
@@ -174,6 +175,7 @@ class Demo:
                 result = self._call(executor, start, StartEpisode.Request(info=info_msg), graphs)
                 if not result.success:
                     raise DemoError(f"the recorder refused to start: {result.message}")
+                started = True
                 window = monitor.now()
                 self._run_window(executor, monitor, graphs, seconds, "the episode", info)
                 faults = monitor.watch.faults_since(window)
@@ -187,6 +189,11 @@ class Demo:
                 for line in result.message.splitlines():
                     self.say(line)
                 return []
+        except GraphError as exc:
+            if started:     # the recorder stopped with the graph: its episode cannot be told apart from a good one
+                raise DemoError(f"a process of the graph exited while the live episode was being recorded, which "
+                                f"leaves that episode among the bags in {out}: {exc}") from exc
+            return [process_died(monitor.now(), exc)]
         finally:
             executor.shutdown()
             node.destroy_node()
@@ -328,12 +335,21 @@ class Demo:
 
     def _live_phase(self, executor, monitor, model: Path, task: str, grams: float, name: str,
                     attempt: int) -> tuple[dict[str, np.ndarray], list[Fault], int]:
-        """One attempt of a live phase: (recorded estimates and truth, faults that void it, stale probes sent)."""
+        """One attempt of a live phase: (recorded estimates and truth, faults that void it, stale probes sent); a
+        process of the graph that exits (a driver that could not start, say) voids the attempt."""
         from na_bringup.live_monitor import Recording
 
         log_dir = self.logs / (f"live_{name}" if attempt == 1 else f"live_{name}_attempt{attempt}")
         monitor.watch = IntegrityWatch(estimate_gap_limit_s=ESTIMATE_GAP_LIMIT_S)
         monitor.recording = Recording()
+        try:
+            return self._live_phase_graph(executor, monitor, model, task, grams, log_dir)
+        except GraphError as exc:
+            monitor.active = False
+            return monitor.recording.arrays(), [process_died(monitor.now(), exc)], 0
+
+    def _live_phase_graph(self, executor, monitor, model: Path, task: str, grams: float,
+                          log_dir: Path) -> tuple[dict[str, np.ndarray], list[Fault], int]:
         with sim_rig(self.out / "sim", log_dir, task=task, payload_grams=grams,
                      seed=self.args.seed + 1, robot=self.args.robot) as (rig_graph, info, _port), \
                 launched("teleop.launch.xml", {"sim": "true", "sim_dir": str(self.out / "sim"), **self.robot},
@@ -377,6 +393,11 @@ class Demo:
             fig.savefig(folder / f"live_{name}.png", dpi=100)
             plt.close(fig)
         return folder
+
+
+def process_died(at: float, error: GraphError) -> Fault:
+    """The fault of a graph process that exited (first line of the error: which process, its code and its log)."""
+    return Fault(at=at, source="graph", reason=str(error).splitlines()[0].rstrip(":"))
 
 
 def build_parser() -> argparse.ArgumentParser:

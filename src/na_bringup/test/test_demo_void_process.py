@@ -1,0 +1,60 @@
+"""The demo's live phases: a process of the graph that exits voids the attempt, which is run again (bounded), and a
+phase whose every attempt is void ends the demo with an error naming the process; no score is printed for it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from na_bringup.demo import Demo, DemoError
+from na_bringup.sim_graph import GraphError
+
+pytestmark = pytest.mark.node
+
+
+def test_an_exited_process_voids_each_attempt_and_the_phase_fails_after_three(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    args = argparse.Namespace(out=str(tmp_path / "demo"), robot="so101", seed=3, live_seconds=5.0)
+    demo = Demo(args, live_phases=(("push_px", 0.0),))
+    calls: list[Path] = []
+
+    def driver_exits(executor, monitor, model, task, grams, log_dir):
+        calls.append(log_dir)
+        raise GraphError(f"follower_arm exited with code 1 (log {log_dir}/follower_arm.log):\n  StartupError: "
+                         "servo ID(s) 1 did not answer a ping")
+
+    monkeypatch.setattr(Demo, "_live_phase_graph", lambda self, *a: driver_exits(*a))
+    with pytest.raises(DemoError, match=r"every one of 3 attempts of the live phase push_px was void"):
+        demo.estimate_live(tmp_path / "model.onnx")
+    assert [v["attempt"] for v in demo.voided] == [1, 2, 3]
+    assert all(v["phase"] == "push_px" and "follower_arm exited with code 1" in v["reason"] for v in demo.voided)
+    assert [p.name for p in calls] == ["live_push_px", "live_push_px_attempt2", "live_push_px_attempt3"]
+    out = capsys.readouterr().out
+    assert out.count("VOID push_px") == 3 and "force MAE" not in out
+
+
+def test_an_attempt_after_a_void_one_is_scored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    args = argparse.Namespace(out=str(tmp_path / "demo"), robot="omx_x", seed=3, live_seconds=5.0)
+    demo = Demo(args, live_phases=(("go_up_stay", 300.0),))
+    stamps = np.arange(0.0, 5.0, 1 / 60)
+    data = {"estimate_stamps": stamps, "estimate_force": np.zeros((stamps.size, 3)),
+            "estimate_contact": np.zeros(stamps.size), "inference_latency": np.full(stamps.size, 2e-4),
+            "receive_delay": np.full(stamps.size, 1e-3), "truth_stamps": stamps,
+            "truth_force": np.tile([0.0, 0.0, -2.943], (stamps.size, 1))}
+    attempts: list[int] = []
+
+    def first_exits(*_):
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise GraphError("estimator exited with code 1 (log x):\n  tail")
+        return data, [], 20
+
+    monkeypatch.setattr(Demo, "_live_phase_graph", lambda self, *a: first_exits(*a))
+    results = demo.estimate_live(tmp_path / "model.onnx")
+    assert [(v["phase"], v["attempt"]) for v in demo.voided] == [("go_up_stay_300g", 1)]
+    assert list(results) == ["go_up_stay_300g"]
+    assert results["go_up_stay_300g"][0].force_mae == pytest.approx(2.943 / 3, abs=1e-6)  # mean over x, y, z
