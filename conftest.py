@@ -19,11 +19,37 @@ import pytest
 
 # Each test session gets its own DDS domain and localhost-only discovery, so parallel
 # sessions (and other ROS processes on the machine) never see each other. Set before any
-# test module imports rclpy.
+# test module imports rclpy. Workers of one ``pytest -n N`` run (pytest-xdist) share the
+# environment, so each moves to its own domain above the session's.
 if not os.environ.get("ROS_DOMAIN_ID"):
     os.environ["ROS_DOMAIN_ID"] = str(1 + os.getpid() % 100)
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw"):
+    os.environ["ROS_DOMAIN_ID"] = str(1 + (int(os.environ["ROS_DOMAIN_ID"]) + 1 + int(_WORKER[2:])) % 101)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+
+
+def _selects_live_tests(marker_expression: str) -> bool:
+    """Whether ``-m marker_expression`` can select a system test (one marked system, perhaps slow too)."""
+    from _pytest.mark.expression import Expression  # pytest's own -m parser: the same reading as the selection
+
+    expression = Expression.compile(marker_expression)
+    return any(expression.evaluate(lambda name, /, markers=markers, **_: name in markers)
+               for markers in ({"system"}, {"system", "slow"}))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pytest.ini): two workers when the ``-m`` selection has no system test, none otherwise.
+
+    The system tests run the whole graph on the simulated rig in real time and are written for a machine that runs
+    nothing else of the suite beside them, so a run that may select one (no ``-m``, or ``-m system``) runs in one
+    process; ``./scripts/test.sh`` runs everything else first on two workers, then the system tests alone."""
+    expression = config.option.markexpr
+    if not expression or _selects_live_tests(expression):
+        return 0
+    return min(2, os.cpu_count() or 1)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

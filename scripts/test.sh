@@ -11,6 +11,19 @@ set -u
 cd "$ROOT"
 echo "[test] ruff check"
 ruff check .
-echo "[test] pytest (ROS_DOMAIN_ID chosen per session by conftest.py)"
 # pytest exits 5 when it collected no test; that is a failure here too.
-python -m pytest "$@"
+if [ $# -gt 0 ]; then
+  echo "[test] pytest $* (ROS_DOMAIN_ID chosen per session by conftest.py; two workers when -m selects no system test)"
+  exec python -m pytest "$@"
+fi
+# The whole suite in two runs: everything but the system tests on two workers (pytest-xdist, each worker in its own
+# DDS domain), then the system tests alone, since they run the whole graph on the simulated rig in real time.
+LOGS="$(mktemp -d)"
+trap 'rm -rf "$LOGS"' EXIT
+status=0
+echo "[test] pytest -m 'not system' (two workers)"
+python -m pytest -m "not system" 2>&1 | tee "$LOGS/rest.txt" || status=1
+echo "[test] pytest -m system (one process)"
+python -m pytest -m system 2>&1 | tee "$LOGS/system.txt" || status=1
+python "$ROOT/scripts/sum_pytest_runs.py" "$LOGS/rest.txt" "$LOGS/system.txt" || status=1
+exit "$status"

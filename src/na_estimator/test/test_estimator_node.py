@@ -140,7 +140,7 @@ def test_arm_states_are_reordered_by_name_or_refused_with_the_reason(ros_graph, 
                            if s.name.startswith("estimator: motor ") and "unknown" not in s.message})
             return len(motors) == len(NAMES)
 
-        assert ros_graph.wait_for(motor_statuses, 5.0, publish)
+        assert ros_graph.wait_for(motor_statuses, 15.0, publish)
         assert set(motors) == {f"estimator: motor {n}" for n in NAMES}
         joint3 = {kv.key: kv.value for kv in motors["estimator: motor joint3"].values}
         assert joint3["supervised"] == "true" and 0.0 <= float(joint3["condition_mean"]) <= 1.0 + 1e-6
