@@ -5,7 +5,8 @@ has a ``torque_arm_<robot>.yaml`` (shipped in ``na_sim/config/`` or beside the s
 simulated as its own controller runs it: every control cycle the joint angles and velocities are measured
 (noise, encoder quantisation), the joint impedance law gives the commanded torque
 ``tau_cmd = K (q_goal - q_measured) - D dq_measured``, the robot adds gravity from its own model (which does not
-know the payload) and the sum, clipped to the spec's torque limits, drives MuJoCo. The reported effort is
+know the payload) and the sum, clipped to the spec's torque limits, drives MuJoCo against the drives' friction
+(in the config, not in the MJCF: the rigid-body model the observers use does not know it). The reported effort is
 ``tau_cmd`` (without gravity, as the Panda reports its commanded torque) with noise and quantisation, as a
 fraction of the joint's torque limit (``ArmState.load``). The gripper keeps the MJCF's position actuator.
 """
@@ -43,6 +44,7 @@ class TorqueArmConfig:
     publish_every: int
     stiffness: np.ndarray           # N·m/rad per arm joint
     damping: np.ndarray             # N·m·s/rad per arm joint
+    friction: np.ndarray            # [3, n_arm]: phi1, phi2, phi3 of the drives' friction (plant only)
     position_noise_rad: float
     position_quantum_rad: float
     velocity_noise_rad_s: float
@@ -65,6 +67,7 @@ class TorqueArmConfig:
                 robot=str(raw["robot"]), actuator_model=str(raw["actuator_model"]),
                 control_rate_hz=float(raw["control_rate_hz"]), publish_every=int(raw["publish_every"]),
                 stiffness=np.array(raw["stiffness"], dtype=float), damping=np.array(raw["damping"], dtype=float),
+                friction=np.array([raw[f"friction_phi{k}"] for k in (1, 2, 3)], dtype=float),
                 position_noise_rad=float(raw["position_noise_rad"]),
                 position_quantum_rad=float(raw["position_quantum_rad"]),
                 velocity_noise_rad_s=float(raw["velocity_noise_rad_s"]),
@@ -82,8 +85,9 @@ class TorqueArmConfig:
             problems.append(f"robot is {config.robot!r}, not {spec.name!r}")
         if config.actuator_model != spec.servo_model:
             problems.append(f"actuator_model {config.actuator_model!r} is not the spec's {spec.servo_model!r}")
-        if config.stiffness.shape != (spec.n_arm,) or config.damping.shape != (spec.n_arm,):
-            problems.append(f"stiffness and damping need {spec.n_arm} values (arm joints)")
+        if config.stiffness.shape != (spec.n_arm,) or config.damping.shape != (spec.n_arm,) \
+                or config.friction.shape != (3, spec.n_arm):
+            problems.append(f"stiffness, damping and friction_phi1..3 need {spec.n_arm} values (arm joints)")
         period = config.control_period * config.publish_every
         if config.publish_every < 1 or abs(period - spec.frame_period) > 1e-9:
             problems.append(f"publish_every x control period = {period} s, the spec's frame is {spec.frame_period} s")
@@ -190,6 +194,11 @@ class TorqueArm:
         mujoco.mj_forward(self.nominal, data)
         return data.qfrc_bias[self._dof[: self.n_arm]].copy()
 
+    def friction(self, velocity: np.ndarray) -> np.ndarray:
+        """The drives' friction torque at joint velocity ``velocity`` (Gaz et al.'s sigmoid model, zero at rest)."""
+        phi1, phi2, phi3 = self.config.friction
+        return phi1 / (1.0 + np.exp(-phi2 * (velocity + phi3))) - phi1 / (1.0 + np.exp(-phi2 * phi3))
+
     def measure(self) -> tuple[np.ndarray, np.ndarray]:
         """Measured arm joint angles (noise, then encoder quantisation) and velocities (rad, rad/s)."""
         c, n = self.config, self.n_arm
@@ -220,7 +229,7 @@ class TorqueArm:
             effort[self.g] = float(self.data.actuator_force[self._actuator[self.g]]) / self.spec.effort_bounds[self.g]
             self.data.ctrl[self._actuator[self.g]] = float(grip.angle_to_slide(goal[self.g]))
         self.data.qfrc_applied[:] = 0.0
-        self.data.qfrc_applied[self._dof[:n]] = applied
+        self.data.qfrc_applied[self._dof[:n]] = applied - self.friction(self.data.qvel[self._dof[:n]])
         mujoco.mj_step(self.model, self.data)
         return TorqueArmReading(position, velocity, effort, slide)
 
