@@ -16,3 +16,5 @@ TORQUE_AT_FULL_LOAD = 12.0     # N*m
 # The robot adds gravity from its own model to what its controller commands and reports the commanded torque
 # without it (libfranka tau_J_d): a rigid-body observer must leave gravity out of the torque it compares with.
 EFFORT_EXCLUDES_GRAVITY = True
+# Plausible supply voltage in the record (V): the arm's 48 V DC bus (the servo families run on 5-20 V).
+INPUT_VOLTAGE_RANGE_V = (20.0, 60.0)

@@ -33,3 +33,9 @@ def effort_excludes_gravity(spec: RobotSpec) -> bool:
     """Whether the arm's effort signal leaves out the gravity torque its controller adds itself (the Panda's
     commanded torque); the servo families' current and load carry it."""
     return bool(getattr(servo_table(spec), "EFFORT_EXCLUDES_GRAVITY", False))
+
+
+def input_voltage_range(spec: RobotSpec, default: tuple[float, float]) -> tuple[float, float]:
+    """The plausible supply voltage (V) of the arm's actuator family: the family's own range where it has one
+    (the Panda's 48 V bus), else ``default`` (the servos')."""
+    return tuple(getattr(servo_table(spec), "INPUT_VOLTAGE_RANGE_V", default))
