@@ -35,7 +35,7 @@ import numpy as np
 from na_common import episode_bag as eb
 from na_common import topics
 from na_common.episode_bag.layout import next_episode_id
-from na_description import RobotSpec, load_spec
+from na_description import RobotSpec, SpecError, load_spec
 from na_description.arm_state import ArmStateFields, arm_state_fields, joint_state_fields
 from na_description.model import Kinematics
 from na_sim.bus_readout import ArmBus, arm_bus
@@ -165,7 +165,10 @@ def torque_arm_spec(options: GenerateOptions) -> RobotSpec | None:
     :mod:`na_sim.torque_arm`, no rig config), else None."""
     if options.rig_config is not None or options.robot is None:
         return None
-    spec = load_spec(robot_name(options.robot))
+    try:
+        spec = load_spec(robot_name(options.robot))
+    except SpecError:
+        return None                     # the rig config lookup names the unknown robot
     return spec if is_torque_arm(spec) else None
 
 
