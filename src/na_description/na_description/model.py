@@ -12,6 +12,9 @@ def load_model(spec: RobotSpec | str | None = None, *, contacts: bool = True, co
                joint_limits: bool = True) -> mujoco.MjModel:
     """Compile the spec's MJCF and apply its joint limits and effort bounds.
 
+    A motor actuator's control range is the joint's effort bound; a PD position actuator's is the joint's
+    position range, and the effort bound becomes its force range.
+
     ``spec`` is a RobotSpec, a shipped robot's name (``so101``) or None (the OpenManipulator-X).
     ``contacts=False`` and ``constraints=False`` switch off contact handling and the whole
     constraint solver (joint limits, friction loss), as needed for MJX reverse-mode gradients.
@@ -28,12 +31,25 @@ def load_model(spec: RobotSpec | str | None = None, *, contacts: bool = True, co
         model.jnt_limited[jid] = int(joint_limits and not full_circle)
         model.jnt_range[jid] = (joint.lower, joint.upper)
         model.actuator_ctrllimited[aid] = 1
-        model.actuator_ctrlrange[aid] = (-joint.effort, joint.effort)
+        if is_position_actuator(model, aid):
+            # A PD position actuator (the Panda's): its control is a joint target within the joint's range,
+            # the effort bound limits the force it applies.
+            model.actuator_ctrlrange[aid] = (joint.lower, joint.upper)
+            model.actuator_forcelimited[aid] = 1
+            model.actuator_forcerange[aid] = (-joint.effort, joint.effort)
+        else:
+            model.actuator_ctrlrange[aid] = (-joint.effort, joint.effort)
     if not contacts:
         model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
     if not constraints:
         model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
     return model
+
+
+def is_position_actuator(model: mujoco.MjModel, actuator: int) -> bool:
+    """Whether actuator ``actuator`` is a PD position actuator (affine bias, as MJCF ``<position>`` compiles),
+    whose control is a joint target, not a torque."""
+    return int(model.actuator_biastype[actuator]) == int(mujoco.mjtBias.mjBIAS_AFFINE)
 
 
 def joint_qpos_indices(model: mujoco.MjModel, names: list[str]) -> np.ndarray:

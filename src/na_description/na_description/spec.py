@@ -17,10 +17,11 @@ import yaml
 
 ROBOTS_DIR = Path(__file__).resolve().parent / "robots"
 # Folders (os.pathsep-separated) searched after ROBOTS_DIR for a robot named <name>: <name>.yaml and its MJCF, with
-# the simulator's tasks_<name>.yaml and sim_rig_<name>.yaml beside them; an arm is added as files, not code.
+# the simulator's tasks_<name>.yaml and sim_rig_<name>.yaml (or torque_arm_<name>.yaml) beside them; an arm is
+# added as files, not code.
 ROBOT_PATH_VARIABLE = "NA_ROBOT_PATH"
 # Companion files that share a robot folder with the specs and are not specs themselves.
-_COMPANION_PREFIXES = ("tasks_", "sim_rig_")
+_COMPANION_PREFIXES = ("tasks_", "sim_rig_", "torque_arm_", "convert_")
 DEFAULT_ROBOT = "open_manipulator_x"
 # Short names accepted wherever a robot is named (launch argument robot:=omx_x, --robot omx_x).
 ROBOT_ALIASES = {"omx_x": "open_manipulator_x"}

@@ -144,7 +144,7 @@ def test_load_by_name_and_the_default_stays_open_manipulator_x() -> None:
     assert load_spec("open_manipulator_x").name == "open_manipulator_x"
     assert load_model().nu == 5 and load_model("so101").nu == 6
     assert load_spec("omx_x") == load_spec()          # the launch argument's short name
-    with pytest.raises(SpecError, match=r"unknown robot 'so102' \(known: open_manipulator_x, so101"):
+    with pytest.raises(SpecError, match=r"unknown robot 'so102' \(known: open_manipulator_x, panda, so101"):
         load_spec("so102")
 
 

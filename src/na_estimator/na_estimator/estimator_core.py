@@ -22,13 +22,15 @@ from na_common.diagnostics import OK, WARN, Level
 from na_common.latency_stats import LatencyStats
 from na_description import JointNameError, RobotSpec
 from na_description.features import FeatureError, HistoryWindow, compute_features
+from na_description.servo_tables import input_voltage_range
 from na_estimator.onnx_model import OnnxActuatorModel
 
 # Plausibility bounds of raw inputs (beyond them a reading is treated as corrupt, not estimated on).
 # Effort bound per effort signal (the spec's effort_signal): current in A (the XM430 Current Limit register
 # tops out at 3.2 A); load as a signed fraction (Feetech Present Load reads at most 1000 x 0.1 %).
 EFFORT_LIMIT = {"current": 6.0, "load": 1.05}
-VOLTAGE_RANGE_V = (5.0, 20.0)      # V; the XM430 runs on 10-14.8 V, Min/Max Voltage Limit 9.5-16 V
+VOLTAGE_RANGE_V = (5.0, 20.0)      # V; the XM430 runs on 10-14.8 V, Min/Max Voltage Limit 9.5-16 V (servo
+                                   # families; a family record may give its own: servo_tables.input_voltage_range)
 TEMPERATURE_RANGE_C = (-20.0, 120.0)
 VELOCITY_LIMIT_RAD_S = 30.0        # rad/s; far above the 46 rpm (4.8 rad/s) no-load speed
 POSITION_MARGIN_RAD = 0.5          # rad beyond the spec's joint limits
@@ -128,11 +130,12 @@ class EstimatorCore:
         lower, upper = spec.servo_angle_limits()
         n = spec.n_motors
         effort_limit = EFFORT_LIMIT[spec.effort_signal]
+        voltage = input_voltage_range(spec, VOLTAGE_RANGE_V)
         self._lower = np.stack([lower - POSITION_MARGIN_RAD, np.full(n, -VELOCITY_LIMIT_RAD_S),
-                                np.full(n, -effort_limit), np.full(n, VOLTAGE_RANGE_V[0]),
+                                np.full(n, -effort_limit), np.full(n, voltage[0]),
                                 np.full(n, TEMPERATURE_RANGE_C[0])])
         self._upper = np.stack([upper + POSITION_MARGIN_RAD, np.full(n, VELOCITY_LIMIT_RAD_S),
-                                np.full(n, effort_limit), np.full(n, VOLTAGE_RANGE_V[1]),
+                                np.full(n, effort_limit), np.full(n, voltage[1]),
                                 np.full(n, TEMPERATURE_RANGE_C[1])])
         self.set_model(model)
 

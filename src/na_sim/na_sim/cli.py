@@ -33,12 +33,16 @@ Episode i of a task uses seed SEED+i, so push_* and nopush_* runs pair up.
 robots: omx_x (OpenManipulator-X, default) and so101 (SO-101) run every task; the numbers behind them
 (poses, ranges, press depths, payload sets) are the robot's task profile, na_sim/config/tasks_<robot>.yaml;
 a robot whose profile lists fewer tasks gets only those (and groups hold only those).
+panda (Franka Emika Panda) has no servo bus: it is simulated with its own 1 kHz joint impedance controller
+(na_sim/config/torque_arm_panda.yaml) and runs go_up_stay and pick_place with 200-600 g; its bags have no
+leader arm and no F/T stream (convert them with --robot panda).
 
 examples:
   na-sim generate --tasks all --episodes 10 --seed 0 --out data/episodes
   na-sim generate --tasks push_px nopush_px --episodes 2 --out /tmp/eps --quick
   na-sim generate --tasks pick_place --payloads 250 --episodes 3 --out /tmp/eps
   na-sim generate --robot so101 --tasks payload free --episodes 2 --out /tmp/so101_eps
+  na-sim generate --robot panda --tasks payload --episodes 2 --out /tmp/panda_eps
 """
 
 
@@ -101,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--ft-always", action="store_true",
                      help="write /ft/wrench in every episode (default: only force_source=ft_sensor tasks)")
     gen.add_argument("--robot", metavar="ROBOT",
-                     help="robot of the simulated rig: omx_x / open_manipulator_x (default) or so101; selects its "
-                          "rig config (sim_rig, sim_rig_so101) and task profile")
+                     help="robot of the simulated rig: omx_x / open_manipulator_x (default), so101 or panda; selects "
+                          "its rig config (sim_rig, sim_rig_so101; panda: torque_arm_panda) and task profile")
     gen.add_argument("--rig-config", type=Path, metavar="YAML",
                      help="rig configuration: a YAML file or a name shipped in na_sim/config/ (default: the robot's, "
                           "sim_rig or sim_rig_so101); its robot: key must match --robot")

@@ -35,7 +35,7 @@ import numpy as np
 from na_common import episode_bag as eb
 from na_common import topics
 from na_common.episode_bag.layout import next_episode_id
-from na_description import RobotSpec, load_spec
+from na_description import RobotSpec, SpecError, load_spec
 from na_description.arm_state import ArmStateFields, arm_state_fields, joint_state_fields
 from na_description.model import Kinematics
 from na_sim.bus_readout import ArmBus, arm_bus
@@ -52,6 +52,8 @@ from na_sim.tasks import (
     profile_of,
     robot_tasks,
 )
+from na_sim.torque_arm import TorqueArm, is_torque_arm
+from na_sim.torque_episode import run_torque_episode
 
 DRIVER_RATE_HZ = 100.0           # teleop/driver loop while recording (docs/REFERENCES.md, Authors' setup)
 FT_RATE_HZ = 200.0               # the authors' F/T sensor rate, ≈200 Hz (docs/REFERENCES.md, Serial F/T sensor)
@@ -158,6 +160,23 @@ class GenerateReport:
         return self.sim_seconds / max(self.elapsed_seconds or self.wall_seconds, 1e-9)
 
 
+def torque_arm_spec(options: GenerateOptions) -> RobotSpec | None:
+    """The spec of the run's robot when it is a torque-commanded arm without a servo bus (the Panda:
+    :mod:`na_sim.torque_arm`, no rig config), else None."""
+    if options.rig_config is not None or options.robot is None:
+        return None
+    try:
+        spec = load_spec(robot_name(options.robot))
+    except SpecError:
+        return None                     # the rig config lookup names the unknown robot
+    return spec if is_torque_arm(spec) else None
+
+
+def run_spec(options: GenerateOptions) -> RobotSpec:
+    """The spec of the run's robot: a torque arm's, or the one its rig config names."""
+    return torque_arm_spec(options) or load_spec(load_rig_config(options).robot)
+
+
 def load_rig_config(options: GenerateOptions) -> RigConfig:
     """The run's rig config: ``rig_config``, else the shipped one of ``robot`` (default the OpenManipulator-X's);
     a rig config of another robot than ``robot`` is a one-line error."""
@@ -188,7 +207,7 @@ def plan_episodes(options: GenerateOptions) -> list[tuple[str, float, int]]:
     """
     if options.episodes < 1:
         raise GenerateError(f"--episodes must be >= 1, got {options.episodes}")
-    spec = load_spec(load_rig_config(options).robot)
+    spec = run_spec(options)
     profile = profile_of(spec)
     plan = []
     for task in resolve_tasks(options.tasks, spec):
@@ -364,6 +383,14 @@ def episode_metadata(episode: TaskEpisode, options: GenerateOptions, start_ns: i
 _WORKER_RIG: dict[str, Any] = {}
 
 
+def _fixture_geometry(config: RigConfig | None) -> dict[str, float]:
+    """The F/T fixture's half size and the tool collider's radius the push tasks plan with (a torque arm has no
+    fixture: its task profile lists no push task, so zeros)."""
+    if config is None:
+        return {"fixture_half_size": 0.0, "tool_radius": 0.0}
+    return {"fixture_half_size": float(config.fixture_half_size[0]), "tool_radius": config.tool_collider_radius}
+
+
 def _episode_sim_seconds(episode: TaskEpisode, max_seconds: float | None) -> float:
     """Simulated seconds ``run_episode`` will produce (whole driver cycles)."""
     duration = episode.duration if max_seconds is None else min(episode.duration, max_seconds)
@@ -375,6 +402,9 @@ def _run_planned(options: GenerateOptions, planned: tuple[str, float, int], epis
     """Plan, simulate and write one episode; the rig is built once per process and reset per episode,
     so an episode's bag depends only on (run seed, task, payload, episode seed), not on the worker."""
     key = f"{options.seed}:{options.rig_config}:{options.robot}"
+    if key not in _WORKER_RIG and (torque_spec := torque_arm_spec(options)) is not None:
+        _WORKER_RIG.clear()
+        _WORKER_RIG[key] = (None, torque_spec, Kinematics(torque_spec), TorqueArm(torque_spec, seed=options.seed))
     if key not in _WORKER_RIG:
         config = load_rig_config(options)
         spec = load_spec(config.robot)
@@ -383,14 +413,18 @@ def _run_planned(options: GenerateOptions, planned: tuple[str, float, int], epis
     config, spec, kin, rig = _WORKER_RIG[key]
     task, payload, seed = planned
     episode = make_task(task, seed, payload, quick=options.quick, spec=spec, kinematics=kin,
-                        fixture_half_size=float(config.fixture_half_size[0]), tool_radius=config.tool_collider_radius)
+                        **_fixture_geometry(config))
     writer = eb.EpisodeWriter(options.out, {**episode_metadata(episode, options, start_ns, spec.name),
                                             "episode_id": episode_id})
     wall = time.perf_counter()
     try:
-        sim_seconds, physics = run_episode(rig, episode, writer, start_ns,
-                                           with_ft=options.ft_always or episode.force_source == "ft_sensor",
-                                           max_seconds=options.max_seconds, on_progress=on_progress)
+        if config is None:
+            sim_seconds, physics = run_torque_episode(rig, episode, writer, start_ns, max_seconds=options.max_seconds,
+                                                      messages=_Messages(spec), on_progress=on_progress)
+        else:
+            sim_seconds, physics = run_episode(rig, episode, writer, start_ns,
+                                               with_ft=options.ft_always or episode.force_source == "ft_sensor",
+                                               max_seconds=options.max_seconds, on_progress=on_progress)
     except BaseException:
         writer.close(complete=False)
         raise
@@ -414,12 +448,11 @@ def generate(options: GenerateOptions, *, progress: bool = True, log: Callable[[
     out = Path(options.out)
     if out.exists() and not out.is_dir():
         raise GenerateError(f"--out {out} exists and is not a directory")
-    config = load_rig_config(options)
-    spec = load_spec(config.robot)
+    spec = run_spec(options)
+    config = None if torque_arm_spec(options) is not None else load_rig_config(options)
     kin = Kinematics(spec)
     episodes = [make_task(task, seed, payload, quick=options.quick, spec=spec, kinematics=kin,
-                          fixture_half_size=float(config.fixture_half_size[0]),
-                          tool_radius=config.tool_collider_radius) for task, payload, seed in plan]
+                          **_fixture_geometry(config)) for task, payload, seed in plan]
     durations = [_episode_sim_seconds(e, options.max_seconds) for e in episodes]
     # Each run seed gets its own session start (1000 s apart), so stamps are reproducible per seed;
     # episode ids and start stamps are fixed up front, whatever order the workers finish in.

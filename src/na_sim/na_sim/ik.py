@@ -4,7 +4,8 @@ The robot's task profile (:mod:`na_sim.task_profile`) names the IK joints (four:
 joint and three joints turning about parallel axes in the arm plane) and the pitch row, so that
 the tool's pitch in the arm plane is ``pitch_row . q`` (positive = tool tilted down). Position (3)
 and pitch (1) pin the four joints; damped least squares on the MuJoCo tool Jacobian solves for
-them. Arm joints past the IK joints (the SO-101's wrist roll) keep the values in ``hold``.
+them. The other arm joints (the SO-101's wrist roll; the Panda's joints 3, 5 and 7, which keep its
+yaw-and-three-pitch-joints plane) keep the values in ``hold``.
 """
 
 from __future__ import annotations
@@ -35,14 +36,18 @@ def solve_ik(kin: Kinematics, profile: TaskProfile, target: np.ndarray, pitch: f
 
     Starts from ``q_init`` (continuity along a path); when that start gets stuck against a
     joint limit, retries from the profile's elbow-up starting configurations. ``hold``: values of
-    the arm joints after the IK joints (default 0). Stays ``margin`` rad inside the spec's joint
+    the other arm joints, in spec order (default 0). Stays ``margin`` rad inside the spec's joint
     limits; raises :class:`IKError` when the position error exceeds ``tol`` (m).
     """
     target = np.asarray(target, dtype=float)
     n = len(profile.ik)
     yaw = profile.yaw_sign * float(np.arctan2(target[1], target[0]))
     starts = [np.asarray(q_init, dtype=float)[:n]]
-    starts += [np.array([yaw, a, b, pitch - a - b]) for a, b in profile.ik_starts]
+    row = profile.pitch_row
+    # The fourth joint closes the pitch: pitch = row . q (row [0, 1, 1, 1] on the OMX and SO-101).
+    last = (lambda a, b: (pitch - row[1] * a - row[2] * b) / row[3]) if n >= 4 and row[3] else \
+        (lambda a, b: pitch - a - b)
+    starts += [np.array([yaw, a, b, last(a, b)]) for a, b in profile.ik_starts]
     rest = np.zeros(len(profile.arm) - n) if hold is None else np.asarray(hold, dtype=float)
     best: IKError | None = None
     for start in starts:
@@ -56,22 +61,26 @@ def solve_ik(kin: Kinematics, profile: TaskProfile, target: np.ndarray, pitch: f
 def _solve_from(kin: Kinematics, profile: TaskProfile, target: np.ndarray, pitch: float, q_init: np.ndarray,
                 rest: np.ndarray, margin: float, tol: float, max_iter: int, damping: float) -> np.ndarray:
     spec = kin.spec
-    n = len(profile.ik)
+    ik = profile.ik
+    n = len(ik)
     row = profile.pitch_row
-    lower = spec.lower[:n] + margin
-    upper = spec.upper[:n] - margin
+    lower = spec.lower[ik] + margin
+    upper = spec.upper[ik] - margin
     q = np.clip(np.asarray(q_init, dtype=float)[:n].copy(), lower, upper)
+    others = np.setdiff1d(profile.arm, ik)       # arm joints the IK holds, spec order
+    arm = np.zeros(len(profile.arm))
+    arm[others] = rest
     # Pitch error weighted to metres: 0.1 m per rad keeps both residuals comparable.
     pitch_weight = 0.1
     error = np.inf
     for _ in range(max_iter):
-        arm = np.concatenate([q, rest]) if len(rest) else q
+        arm[ik] = q
         pos_err = target - kin.tool_position(arm)
         pitch_err = pitch - float(row @ q)
         error = float(np.linalg.norm(pos_err))
         if error < tol and abs(pitch_err) * pitch_weight < tol:
             return q
-        jac = np.vstack([kin.tool_jacobian(arm)[:, :n], pitch_weight * row])
+        jac = np.vstack([kin.tool_jacobian(arm)[:, ik], pitch_weight * row])
         residual = np.concatenate([pos_err, [pitch_weight * pitch_err]])
         step = jac.T @ np.linalg.solve(jac @ jac.T + damping**2 * np.eye(len(residual)), residual)
         # Limit the step so the linearisation holds.

@@ -78,7 +78,7 @@ class Planner:
         """IK joints for a tool target; like an operator, tilt the wrist when the pitch is out of reach."""
         offsets = (0.0,) if exact_pitch else (0.0, -0.15, 0.15, -0.3, 0.3, -0.5, 0.5)
         error: IKError | None = None
-        hold = self.home[self.arm[len(self.ik_joints):]]
+        hold = self.home[np.setdiff1d(self.arm, self.ik_joints)]
         for offset in offsets:
             try:
                 q = solve_ik(self.kin, self.profile, np.asarray(target, dtype=float), pitch + offset, self.q_arm,

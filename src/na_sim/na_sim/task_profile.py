@@ -39,7 +39,7 @@ class TaskProfile:
     robot: str
     tasks: tuple[str, ...] | None                 # None: every task of the library
     payloads: dict[str, tuple[float, ...]]        # payload task -> default payload set (g)
-    ik: np.ndarray                                # indices of the IK joints (the leading arm joints)
+    ik: np.ndarray                                # indices of the IK joints (arm joints, spec order)
     arm: np.ndarray                               # indices of all arm (revolute) joints, leading
     gripper: int                                  # index of the gripper
     pitch_row: np.ndarray                         # d(pitch)/dq over the IK joints
@@ -129,8 +129,8 @@ def _parse(raw: dict, spec: RobotSpec) -> TaskProfile:
     if not np.array_equal(arm, np.arange(len(arm))):
         raise TaskProfileError("the arm joints must lead the spec's joint order (the kinematics sets leading joints)")
     ik = np.array([joint(n) for n in raw["ik_joints"]])
-    if not np.array_equal(ik, np.arange(len(ik))):
-        raise TaskProfileError("ik_joints must be the leading arm joints, in spec order")
+    if len(ik) == 0 or not set(ik) <= set(arm.tolist()) or np.any(np.diff(ik) <= 0):
+        raise TaskProfileError("ik_joints must be arm joints, each once, in spec order")
     pitch_row = np.array([float(v) for v in raw["pitch_row"]])
     home = np.array([float(v) for v in raw["home"]])
     if len(pitch_row) != len(ik) or len(home) != len(arm):

@@ -41,6 +41,11 @@ class LossConfig:
     # Not in the paper: class-balanced condition loss, restricted frames carry this share of it (0: plain BCE
     # over frames as the paper; 0.5: both classes alike, whatever their frame counts).
     condition_restricted_share: float = 0.0
+    # The force channels the force loss supervises: the three by default; the paper's Franka runs supervise the
+    # vertical component alone on known payloads (["z"]); the others are still scored by the evaluators.
+    force_channels: tuple[str, ...] = ("x", "y", "z")
+    # Per-arm-joint weights of the pose loss (normalised to mean 1); () = equal. Franka: [1, 1, 1, 1, 1.5, 2, 1.5].
+    joint_weights: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,8 @@ class TrainConfig:
         data = asdict(self)
         data["curriculum"] = [list(pair) for pair in self.curriculum]
         data["loss"]["condition_tasks"] = list(self.loss.condition_tasks)
+        data["loss"]["force_channels"] = list(self.loss.force_channels)
+        data["loss"]["joint_weights"] = list(self.loss.joint_weights)
         return data
 
 
@@ -155,6 +162,9 @@ def for_robot(config: TrainConfig, spec: RobotSpec) -> TrainConfig:
     if joint not in spec.arm_joint_names:
         raise ConfigError(f"loss.condition_joint {joint!r} is not an arm joint of {spec.name} "
                           f"({', '.join(spec.arm_joint_names)})")
+    if config.loss.joint_weights and len(config.loss.joint_weights) != spec.n_arm:
+        raise ConfigError(f"loss.joint_weights has {len(config.loss.joint_weights)} values for the "
+                          f"{spec.n_arm} arm joints of {spec.name}")
     model = replace(config.model, num_features=len(feature_names(spec)), n_motors=spec.n_motors)
     return replace(config, model=model, loss=replace(config.loss, condition_joint=joint))
 
@@ -165,8 +175,11 @@ def _build(cls, raw: dict[str, Any] | None, where: str):
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
-    if "condition_tasks" in raw:
-        raw["condition_tasks"] = tuple(raw["condition_tasks"] or ())
+    for key in ("condition_tasks", "force_channels"):
+        if key in raw:
+            raw[key] = tuple(str(v) for v in raw[key] or ())
+    if "joint_weights" in raw:
+        raw["joint_weights"] = tuple(float(v) for v in raw["joint_weights"] or ())
     try:
         return cls(**raw)
     except TypeError as err:
@@ -206,6 +219,10 @@ def validate(config: TrainConfig, where: str = "config") -> None:
         problems.append("optim.ema_decay must be in [0, 1)")
     if not 0.0 <= config.loss.condition_restricted_share < 1.0:
         problems.append("loss.condition_restricted_share must be in [0, 1)")
+    if not config.loss.force_channels or not set(config.loss.force_channels) <= {"x", "y", "z"}:
+        problems.append(f"loss.force_channels must name some of x, y, z, got {list(config.loss.force_channels)}")
+    if any(w <= 0 for w in config.loss.joint_weights):
+        problems.append("loss.joint_weights must be positive")
     if config.recipe not in RECIPES:
         problems.append(f"recipe must be one of {list(RECIPES)}, got {config.recipe!r}")
     hybrid = config.hybrid

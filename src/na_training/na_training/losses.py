@@ -43,6 +43,7 @@ def head_losses(outputs: dict[str, jax.Array], labels: dict[str, jax.Array], gat
     valid = labels["force_valid"].astype(jnp.float32)
     if not config.mask_invalid_force:
         valid = jnp.ones_like(valid)
+    valid = valid * jnp.asarray([float(axis in config.force_channels) for axis in "xyz"], jnp.float32)
     labelled = force_label * valid
     nonzero = jnp.linalg.norm(labelled, axis=-1) > config.contact_threshold
     sample_weight = jnp.where(nonzero, config.nonzero_force_weight, 1.0)[..., None]
@@ -67,12 +68,14 @@ def head_losses(outputs: dict[str, jax.Array], labels: dict[str, jax.Array], gat
             "force_mae": _masked_mean(jnp.abs(predicted - force_label), valid)}
 
 
-def pose_losses(qpos: jax.Array, target_qpos: jax.Array, n_arm: int, gripper_scale: float = METRES_TO_MM
-                ) -> dict[str, jax.Array]:
-    """Smooth-L1 (beta 1) on the arm joints (rad) and the gripper coordinate times ``gripper_scale`` (slide in
-    mm by default, paper Eq. 13-14)."""
+def pose_losses(qpos: jax.Array, target_qpos: jax.Array, n_arm: int, gripper_scale: float = METRES_TO_MM,
+                joint_weights: tuple[float, ...] = ()) -> dict[str, jax.Array]:
+    """Smooth-L1 (beta 1) on the arm joints (rad), weighted per joint by ``joint_weights`` normalised to mean 1
+    (() = equal), and the gripper coordinate times ``gripper_scale`` (slide in mm by default, paper Eq. 13-14)."""
     error = qpos - target_qpos
-    return {"arm": jnp.mean(smooth_l1(error[..., :n_arm], 1.0)),
+    weights = jnp.ones(n_arm) if not joint_weights else jnp.asarray(joint_weights, jnp.float32)
+    weights = weights / jnp.mean(weights)
+    return {"arm": jnp.mean(smooth_l1(error[..., :n_arm], 1.0) * weights),
             "gripper_mm": jnp.mean(smooth_l1(error[..., n_arm:] * gripper_scale, 1.0)),
             "arm_mae_rad": jnp.mean(jnp.abs(error[..., :n_arm]))}
 
@@ -94,7 +97,7 @@ def rollout_losses(outputs: dict[str, jax.Array], batch: dict[str, jax.Array], c
 
     ``heads`` False: the pose terms only (the rollout then trains just the torque surrogate). ``frame_period``
     (s) scales the finite-difference velocities of the velocity term (``config.velocity_weight`` > 0)."""
-    parts = pose_losses(outputs["qpos"], batch["target_qpos"], n_arm, config.gripper_scale)
+    parts = pose_losses(outputs["qpos"], batch["target_qpos"], n_arm, config.gripper_scale, config.joint_weights)
     total = config.position_weight * (parts["arm"] + config.gripper_weight * parts["gripper_mm"])
     if config.velocity_weight > 0:
         parts["velocity"] = velocity_loss(outputs["qpos"], batch["target_qpos"], batch["qpos0"], frame_period)

@@ -58,6 +58,10 @@ class ArmSimulator:
         self.dof_index = jnp.asarray(joint_dof_indices(model, names))
         self.actuator_index = jnp.asarray([mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in names])
         self.effort_bounds = np.asarray(self.spec.effort_bounds)
+        # The surrogate's bounds are the actuators' control ranges (load_model): the effort bounds for motors,
+        # the joint ranges for PD position actuators (the Panda's, whose control is a joint target).
+        self.control_lower = np.asarray(model.actuator_ctrlrange[np.asarray(self.actuator_index), 0])
+        self.control_upper = np.asarray(model.actuator_ctrlrange[np.asarray(self.actuator_index), 1])
         self._blank = mjx.make_data(self.mjx_model, device=device)
         self.dtype = self._blank.qpos.dtype
 
@@ -68,9 +72,10 @@ class ArmSimulator:
                             qvel=data.qvel.at[self.dof_index].set(qvel.astype(self.dtype)))
 
     def clip_torque(self, torque: jax.Array) -> jax.Array:
-        """tau = clip(tau_pred, -bound, +bound) with the spec's effort bounds (paper Eq. 10)."""
-        bound = jnp.asarray(self.effort_bounds, dtype=torque.dtype)
-        return jnp.clip(torque, -bound, bound)
+        """tau = clip(tau_pred, lower, upper) with the actuators' control ranges (paper Eq. 10: the spec's
+        effort bounds on torque-actuated arms)."""
+        return jnp.clip(torque, jnp.asarray(self.control_lower, dtype=torque.dtype),
+                        jnp.asarray(self.control_upper, dtype=torque.dtype))
 
     def advance(self, data: mjx.Data, torque: jax.Array) -> mjx.Data:
         """One data frame: ``substeps`` MuJoCo steps with the clipped torque held, joint velocity clipped."""

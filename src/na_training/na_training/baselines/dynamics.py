@@ -2,7 +2,8 @@
 
 The model is ``load_model(contacts=False, constraints=False)``: the configuration the simulator
 and the paper use (contacts and constraint solver off), so ``mj_inverse`` gives exactly
-``M(q) q̈ + C(q, q̇) q̇ + g(q) + D q̇`` (armature inside ``M``, joint damping ``D`` from the MJCF).
+``M(q) q̈ + C(q, q̇) q̇ + g(q) + D q̇`` (armature inside ``M``, joint damping ``D`` from the MJCF), without
+``g(q)`` for an arm whose effort signal leaves gravity out (the Panda's commanded torque).
 Only the arm joints enter the force residual; the gripper slide only places the finger mass.
 """
 
@@ -12,6 +13,7 @@ import mujoco
 import numpy as np
 
 from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
+from na_description.servo_tables import effort_excludes_gravity
 from na_description.spec import RobotSpec, load_spec
 from na_training.episode import Episode, fill_gaps
 
@@ -75,6 +77,10 @@ class RigidBodyModel:
     def __init__(self, spec: RobotSpec | None = None) -> None:
         self.spec = spec or load_spec()
         self.model = load_model(self.spec, contacts=False, constraints=False)
+        if effort_excludes_gravity(self.spec):
+            # The arm's effort is the torque its controller commands on top of the gravity the robot compensates
+            # itself (the Panda's): the rigid-body torque it is compared with leaves gravity out too.
+            self.model.opt.gravity[:] = 0.0
         self.data = mujoco.MjData(self.model)
         self.arm_joints = self.spec.arm_joint_names
         self.n_arm = len(self.arm_joints)

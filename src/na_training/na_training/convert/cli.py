@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from na_description.spec import robot_option_help
-from na_training.convert.config import ConvertError, load_config
+from na_training.convert.config import ConvertError, load_config, robot_config_path
 from na_training.convert.records import format_report
 from na_training.convert.run import convert, default_jobs
 from na_training.labels import LabelError
@@ -56,7 +56,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     timing.add_argument("--frame-period", type=_positive_float, metavar="S",
                         help="resample to frames of S seconds (e.g. 0.017, the paper's frame)")
     parser.add_argument("--config", metavar="YAML",
-                        help="converter config (fixture, tare, tolerances; a file or the shipped name 'convert')")
+                        help="converter config (fixture, tare, tolerances; a file or the shipped name 'convert'); "
+                             "default: the robot's convert_<robot>.yaml where it has one (panda: no leader arm), "
+                             "else the built-in defaults")
     parser.add_argument("--robot", help=robot_option_help() + "; a bag of another arm is refused")
     parser.add_argument("--seed", type=int, help="split seed (default: split_seed of the config, 0)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
@@ -87,7 +89,7 @@ def add_convert_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run_convert(args: argparse.Namespace) -> int:
     """Run a parsed ``convert`` command; returns the exit status."""
     try:
-        config = load_config(args.config)
+        config = load_config(args.config if args.config is not None else robot_config_path(args.robot))
         rate = 1.0 / args.frame_period if args.frame_period else args.rate
         result = convert(args.bags, args.out, config=config, rate_hz=rate, seed=args.seed,
                          overwrite=args.overwrite, skip_bad=args.skip_bad, progress=not args.quiet, jobs=args.jobs,

@@ -12,6 +12,7 @@ import numpy as np
 
 from na_common import topics as suite_topics
 from na_common.config_files import ConfigFileError, resolve_config
+from na_description import SpecError, load_spec
 from na_description.yaml_file import load_yaml_mapping
 from na_training import CONFIG_DIR
 from na_training.labels import LabelError, fixture_from_mapping
@@ -68,6 +69,21 @@ def _merge(base: dict[str, Any], override: Mapping[str, Any], where: str) -> dic
         else:
             merged[key] = value
     return merged
+
+
+def robot_config_path(robot: str | None) -> Path | None:
+    """A robot's own converter config, ``convert_<robot>.yaml`` (shipped in ``na_training/config/``, else beside
+    the robot's spec), used when no ``--config`` is given; None when the robot has none (the defaults apply)."""
+    if robot is None:
+        return None
+    try:
+        spec = load_spec(robot)
+    except SpecError:
+        return None               # the converter names the unknown robot itself
+    candidates = [Path(CONFIG_DIR) / f"convert_{spec.name}.yaml"]
+    if spec.source is not None:
+        candidates.append(spec.source.parent / f"convert_{spec.name}.yaml")
+    return next((path for path in candidates if path.is_file()), None)
 
 
 def load_config(path: str | Path | None = None) -> dict[str, Any]:
