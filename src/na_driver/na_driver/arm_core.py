@@ -189,8 +189,13 @@ class ArmDriverCore:
     # ---- the cycle ---------------------------------------------------------------------------
     def cycle(self, deadline: float | None = None) -> ArmSample:
         """One bus cycle: pending requests, command write, state read, decode, health. Never raises on bus faults."""
+        first_cycle = self._bus_thread is None
         self._bus_thread = threading.get_ident()
         started = time.monotonic()
+        if first_cycle:
+            # Between start-up's last reply and this first request the driver asked nothing (its node was still
+            # being set up, 0.5 s on a loaded host): the error timeouts count from the first request.
+            self.health.answered_at(started)
         if deadline is None:
             deadline = started + 0.9 * self.config.period
         self.alerts = []

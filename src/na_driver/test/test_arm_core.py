@@ -375,3 +375,26 @@ def test_an_expired_bus_watchdog_is_reported_cleared_and_rearmed(emulated_arm, m
         np.testing.assert_allclose(written, SPEC.joint_to_servo(goal), atol=POSITION_RESOLUTION)
     finally:
         core.shutdown()
+
+
+def test_the_error_timeout_counts_from_the_first_cycle_not_from_start_up(emulated_arm, make_core) -> None:
+    """A node slow to start its bus loop (0.5 s on a loaded host) asked nothing meanwhile: a servo that misses only
+    the first request of the loop is late, not silent past the error timeout, and does not trip the arm (the
+    leader here: a follower's Bus Watchdog would expire in such a pause, which is its own path)."""
+    error_timeout = 0.3
+    emulator, _ = emulated_arm()
+    core, log = make_core(emulator.port_path, role="leader", error_timeout=error_timeout)
+    core.start()
+    try:
+        time.sleep(error_timeout + 0.2)                            # the node being built: no request on the bus
+        emulator.injector = DxlFaultInjector(DxlFaults(stall_servo_id=14, stall_window_s=(0.0, 600.0)))
+        first = core.cycle()
+        emulator.injector = DxlFaultInjector(DxlFaults())           # servo 14 answers again from the next cycle
+        assert first.stale[3]                                      # servo 14 missed the loop's first request
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and any(core.cycle().stale):
+            time.sleep(0.01)
+        assert "no valid reply" not in log.text(min_level=2), log.text()
+        assert not core.health.tripped
+    finally:
+        core.shutdown()
