@@ -229,6 +229,8 @@ class ArmDriverCore:
         if read is None:
             return stale
         fresh, states = read.indices, read.states
+        for k in set(range(len(self.ids))).difference(fresh):
+            self.health.missed(k)
         self._position_servo[fresh] = states.position
         self._velocity[fresh] = states.velocity
         self._current[fresh] = states.current

@@ -45,6 +45,7 @@ class ServoHealth:
     temperature_warned: bool = False
     trip_reason: str | None = None        # set while tripped, cleared by a reboot / re-enable
     not_responding: bool = False
+    unanswered: int = 0                   # reads that asked this servo since its last valid reply
     effort: float = math.nan              # last |effort| in the reference's unit (A or fraction of full output)
     messages: list[str] = field(default_factory=list)
 
@@ -73,6 +74,7 @@ class HealthMonitor:
         servo = self.servos[index]
         events: list[HealthEvent] = []
         servo.last_reply = now
+        servo.unanswered = 0
         if servo.not_responding:
             servo.not_responding = False
             events.append(HealthEvent(OK, servo.servo_id, servo.joint, f"{servo.label} answers again"))
@@ -135,17 +137,24 @@ class HealthMonitor:
             silent = now - servo.last_reply
             if silent > self.error_timeout and not servo.not_responding:
                 servo.not_responding = True
-                reason = f"no valid reply for {silent:.2f} s (error timeout {self.error_timeout:.2f} s)"
+                reason = (f"no valid reply for {silent:.2f} s to {servo.unanswered} read(s) "
+                          f"(error timeout {self.error_timeout:.2f} s)")
                 if trip:
                     servo.trip_reason = servo.trip_reason or reason
                 events.append(HealthEvent(ERROR, servo.servo_id, servo.joint, f"{servo.label}: {reason}", trip=trip))
         return events
+
+    def missed(self, index: int) -> None:
+        """A read asked servo ``index`` and got no valid reply (counted in the silence's report: a servo silent
+        to many reads, or a driver that hardly asked)."""
+        self.servos[index].unanswered += 1
 
     def answered_at(self, now: float) -> None:
         """Every servo answered at ``now`` (start-up checked them all): the error timeouts count from here, not from
         when the monitor was made (a slow start-up would otherwise trip the follower on its first cycle)."""
         for servo in self.servos:
             servo.last_reply = now
+            servo.unanswered = 0
 
     def clear_trip(self, index: int, now: float) -> None:
         """Servo ``index`` was recovered (rebooted, answered) at ``now``: its trip is cleared and its error timeout
@@ -156,6 +165,7 @@ class HealthMonitor:
         servo.temperature_warned = False
         servo.not_responding = False
         servo.last_reply = now
+        servo.unanswered = 0
 
     @property
     def tripped(self) -> list[ServoHealth]:
