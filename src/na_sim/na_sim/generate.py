@@ -172,9 +172,14 @@ def torque_arm_spec(options: GenerateOptions) -> RobotSpec | None:
     return spec if is_torque_arm(spec) else None
 
 
-def run_spec(options: GenerateOptions) -> RobotSpec:
-    """The spec of the run's robot: a torque arm's, or the one its rig config names."""
-    return torque_arm_spec(options) or load_spec(load_rig_config(options).robot)
+def run_robot(options: GenerateOptions) -> tuple[RigConfig | None, RobotSpec]:
+    """The run's rig config and robot spec: (None, its spec) for a torque arm, else the rig config and the spec
+    it names."""
+    torque_spec = torque_arm_spec(options)
+    if torque_spec is not None:
+        return None, torque_spec
+    config = load_rig_config(options)
+    return config, load_spec(config.robot)
 
 
 def load_rig_config(options: GenerateOptions) -> RigConfig:
@@ -207,7 +212,7 @@ def plan_episodes(options: GenerateOptions) -> list[tuple[str, float, int]]:
     """
     if options.episodes < 1:
         raise GenerateError(f"--episodes must be >= 1, got {options.episodes}")
-    spec = run_spec(options)
+    _, spec = run_robot(options)
     profile = profile_of(spec)
     plan = []
     for task in resolve_tasks(options.tasks, spec):
@@ -402,14 +407,11 @@ def _run_planned(options: GenerateOptions, planned: tuple[str, float, int], epis
     """Plan, simulate and write one episode; the rig is built once per process and reset per episode,
     so an episode's bag depends only on (run seed, task, payload, episode seed), not on the worker."""
     key = f"{options.seed}:{options.rig_config}:{options.robot}"
-    if key not in _WORKER_RIG and (torque_spec := torque_arm_spec(options)) is not None:
-        _WORKER_RIG.clear()
-        _WORKER_RIG[key] = (None, torque_spec, Kinematics(torque_spec), TorqueArm(torque_spec, seed=options.seed))
     if key not in _WORKER_RIG:
-        config = load_rig_config(options)
-        spec = load_spec(config.robot)
+        config, spec = run_robot(options)
+        rig = TorqueArm(spec, seed=options.seed) if config is None else Rig(config, seed=options.seed, spec=spec)
         _WORKER_RIG.clear()
-        _WORKER_RIG[key] = (config, spec, Kinematics(spec), Rig(config, seed=options.seed, spec=spec))
+        _WORKER_RIG[key] = (config, spec, Kinematics(spec), rig)
     config, spec, kin, rig = _WORKER_RIG[key]
     task, payload, seed = planned
     episode = make_task(task, seed, payload, quick=options.quick, spec=spec, kinematics=kin,
@@ -448,8 +450,7 @@ def generate(options: GenerateOptions, *, progress: bool = True, log: Callable[[
     out = Path(options.out)
     if out.exists() and not out.is_dir():
         raise GenerateError(f"--out {out} exists and is not a directory")
-    spec = run_spec(options)
-    config = None if torque_arm_spec(options) is not None else load_rig_config(options)
+    config, spec = run_robot(options)
     kin = Kinematics(spec)
     episodes = [make_task(task, seed, payload, quick=options.quick, spec=spec, kinematics=kin,
                           **_fixture_geometry(config)) for task, payload, seed in plan]

@@ -22,12 +22,9 @@ gripper as its servo angle, as in ``ArmState``; MuJoCo holds the gripper as the 
 
 from __future__ import annotations
 
-import dataclasses
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -35,8 +32,9 @@ import numpy as np
 from na_common.episode_bag import NOMINAL_CONDITION, restricted_condition
 from na_common.fixture import FixturePose
 from na_description import load_spec
-from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
+from na_description.model import joint_dof_indices, joint_qpos_indices
 from na_description.spec import RobotSpec
+from na_sim.mjcf_edit import add_payload_body, compile_edited
 from na_sim.rig_config import RigConfig, RigConfigError, parse_fixture
 from na_sim.servo_banks import make_servo_bank
 from na_sim.servo_model import ServoBank
@@ -78,18 +76,13 @@ def _build_model(spec: RobotSpec, config: RigConfig) -> mujoco.MjModel:
     tool_body.add_geom(name="tool_collider", type=mujoco.mjtGeom.mjGEOM_SPHERE,
                        size=[config.tool_collider_radius, 0, 0], pos=list(tool.pos), contype=2, conaffinity=2,
                        friction=[config.fixture_friction, 0.005, 0.0001], rgba=[0.9, 0.2, 0.2, 1])
-    payload = tool_body.add_body(name="payload", pos=list(np.asarray(tool.pos) + config.payload_offset))
-    payload.add_geom(name="payload_geom", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[config.payload_radius, 0, 0],
-                     contype=0, conaffinity=0, group=3, rgba=[0.2, 0.4, 0.9, 0.4])
+    add_payload_body(mj, spec, config.payload_offset, config.payload_radius, rgba=[0.2, 0.4, 0.9, 0.4])
     fixture = mj.worldbody.add_body(name="ft_fixture", mocap=True, pos=list(PARKED_FIXTURE))
     fixture.add_geom(name="ft_fixture_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=list(config.fixture_half_size),
                      contype=2, conaffinity=2, friction=[config.fixture_friction, 0.005, 0.0001],
                      rgba=[0.3, 0.7, 0.3, 1])
     fixture.add_site(name="ft_sensor", size=[0.005, 0, 0])
-    with tempfile.TemporaryDirectory(prefix="na_sim_rig_") as tmp:
-        path = Path(tmp) / spec.mjcf_path.name
-        path.write_text(mj.to_xml())
-        return load_model(dataclasses.replace(spec, mjcf_path=path))
+    return compile_edited(mj, spec, "na_sim_rig_")
 
 
 class Rig:

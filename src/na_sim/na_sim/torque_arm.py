@@ -13,8 +13,6 @@ fraction of the joint's torque limit (``ArmState.load``). The gripper keeps the 
 
 from __future__ import annotations
 
-import dataclasses
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,11 +20,11 @@ import mujoco
 import numpy as np
 
 from na_description import RobotSpec
-from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
+from na_description.model import joint_dof_indices, joint_qpos_indices
 from na_description.yaml_file import load_yaml_mapping
+from na_sim.mjcf_edit import add_payload_body, compile_edited
+from na_sim.rig import GRAVITY
 from na_sim.rig_config import CONFIG_DIR
-
-GRAVITY = 9.81                  # m/s², the payload label of docs/INTERFACES.md
 
 
 class TorqueArmError(ValueError):
@@ -122,14 +120,8 @@ def load_torque_arm_config(spec: RobotSpec) -> TorqueArmConfig:
 def _build_model(spec: RobotSpec, config: TorqueArmConfig) -> mujoco.MjModel:
     """The spec's MJCF with a payload body at the tool point, compiled through load_model() (limits applied)."""
     mj = mujoco.MjSpec.from_file(str(spec.mjcf_path))
-    tool = mj.site(spec.tool_site)
-    payload = tool.parent.add_body(name="payload", pos=list(np.asarray(tool.pos) + config.payload_offset))
-    payload.add_geom(name="payload_geom", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[config.payload_radius, 0, 0],
-                     contype=0, conaffinity=0, group=3, mass=0.0)
-    with tempfile.TemporaryDirectory(prefix="na_sim_torque_arm_") as tmp:
-        path = Path(tmp) / spec.mjcf_path.name
-        path.write_text(mj.to_xml())
-        model = load_model(dataclasses.replace(spec, mjcf_path=path), contacts=False)
+    add_payload_body(mj, spec, config.payload_offset, config.payload_radius, mass=0.0)
+    model = compile_edited(mj, spec, "na_sim_torque_arm_", contacts=False)
     model.opt.timestep = config.control_period
     return model
 
