@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.mark.expression import Expression  # pytest's own -m parser: the same reading as -m
 
 # Each test session gets its own DDS domain and localhost-only discovery, so parallel
 # sessions (and other ROS processes on the machine) never see each other. Set before any
@@ -32,8 +33,6 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
 def _selects_live_tests(marker_expression: str) -> bool:
     """Whether ``-m marker_expression`` can select a system test (one marked system, perhaps slow too)."""
-    from _pytest.mark.expression import Expression  # pytest's own -m parser: the same reading as the selection
-
     expression = Expression.compile(marker_expression)
     return any(expression.evaluate(lambda name, /, markers=markers, **_: name in markers)
                for markers in ({"system"}, {"system", "slow"}))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from na_bringup.demo import Demo, DemoError
@@ -36,8 +37,6 @@ def test_an_exited_process_voids_each_attempt_and_the_phase_fails_after_three(
 
 
 def test_an_attempt_after_a_void_one_is_scored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import numpy as np
-
     args = argparse.Namespace(out=str(tmp_path / "demo"), robot="omx_x", seed=3, live_seconds=5.0)
     demo = Demo(args, live_phases=(("go_up_stay", 300.0),))
     stamps = np.arange(0.0, 5.0, 1 / 60)

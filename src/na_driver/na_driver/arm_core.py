@@ -229,8 +229,6 @@ class ArmDriverCore:
         if read is None:
             return stale
         fresh, states = read.indices, read.states
-        for k in set(range(len(self.ids))).difference(fresh):
-            self.health.missed(k)
         self._position_servo[fresh] = states.position
         self._velocity[fresh] = states.velocity
         self._current[fresh] = states.current
@@ -242,6 +240,9 @@ class ArmDriverCore:
             self._error[k] = int(states.error[i])
             self.alerts.extend(self.health.update_reply(k, now, float(states.temperature[i]), self._error[k]))
             stale[k] = False
+        for k, missed in enumerate(stale):
+            if missed:
+                self.health.missed(k)
         return stale
 
     def _handle_events(self) -> None:
