@@ -19,6 +19,10 @@ def add_payload_body(mj: mujoco.MjSpec, spec: RobotSpec, offset: np.ndarray, rad
     nothing; a grasp gives it the held mass (``model.body_mass``)."""
     tool = mj.site(spec.tool_site)
     payload = tool.parent.add_body(name="payload", pos=list(np.asarray(tool.pos) + offset))
+    # Its centre of mass at its origin, said outright: with inertiafromgeom="false" (the spec MJCFs) and no
+    # inertial of its own, the compiler put the inertial frame at the body's offset from its parent, so a
+    # held mass sat that far again beyond the tool (10 cm on the SO-101, 12.6 cm on the OpenManipulator-X).
+    payload.ipos = [0.0, 0.0, 0.0]
     payload.add_geom(name="payload_geom", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0], contype=0,
                      conaffinity=0, group=3, **geom)
 

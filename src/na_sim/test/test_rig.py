@@ -400,3 +400,34 @@ def test_step_without_register_exchange_keeps_registers_until_the_next_exchange(
     rig.step(FRAME)
     present = xm430.pulses_to_rad(regs.get("present_position"))
     assert abs(present - goal[1]) < 0.05 and abs(rig.truth.joint_position[1] - goal[1]) < 0.05
+
+
+@pytest.mark.parametrize("rig_config", ["sim_rig", "sim_rig_so101"])
+def test_a_held_payload_loads_the_joints_as_a_point_mass_at_the_tool_site(rig_config):
+    """The joint torques a 400 g grasp adds equal J(tool site)^T (0, 0, m g), computed on the robot's own MJCF
+    (no rig edits) at the same pose: the payload's mass sits at the tool, not beyond it."""
+    import mujoco
+
+    from na_description.model import load_model
+
+    rig = Rig(RigConfig.from_yaml(rig_config), seed=0)
+    spec = rig.spec
+    q = np.array(rig.config.initial_pose, dtype=float) + 0.2 * np.array([1, -1, 1, 1, 0, 0][:spec.n_motors])
+    rig.reset(0, pose=q)
+    dofs = rig._dof_slice
+
+    def bias(mass_kg: float | None) -> np.ndarray:
+        rig.set_payload(mass_kg)
+        mujoco.mj_forward(rig.model, rig.data)
+        return rig.data.qfrc_bias[dofs][:spec.n_arm].copy()
+
+    added = bias(0.4) - bias(None)
+    model = load_model(spec)
+    data = mujoco.MjData(model)
+    data.qpos[:] = rig.data.qpos[rig._qpos_slice]
+    mujoco.mj_forward(model, data)
+    jacobian = np.zeros((3, model.nv))
+    mujoco.mj_jacSite(model, data, jacobian, None, mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, spec.tool_site))
+    expected = 0.4 * 9.81 * jacobian[2, :spec.n_arm]
+    assert np.abs(expected).max() > 0.1
+    np.testing.assert_allclose(added, expected, atol=0.01 * np.abs(expected).max())
