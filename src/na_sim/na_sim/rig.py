@@ -123,6 +123,11 @@ class Rig:
         self._joint_scale = self.joint_from_sim(one) - self._joint_offset
         self.model.dof_damping[self._dof] = 0.0
         self.model.dof_frictionloss[self._dof] = 0.0
+        # Damping per joint from outside the servo (the restriction's rubber bands); each physics step adds the
+        # servo's own speed dependence to it, which MuJoCo's Euler integrator then applies implicitly.
+        self._environment_damping = np.zeros(spec.n_motors)
+        self._torque_change = np.zeros((1, self.model.nv))           # scratch for the servo step's prediction
+        self._acceleration_change = np.zeros((1, self.model.nv))
         self.model.dof_armature[self._dof] = cfg.reflected_inertia * np.square(self._a)
         self._grip_qpos = int(self._qpos[self._gripper[0]])
         self._grip_dof = int(self._dof[self._gripper[0]])
@@ -304,7 +309,8 @@ class Rig:
             self.restricted = bool(on)
             self.model.jnt_stiffness[jid] = cfg.restriction_stiffness if on else 0.0
             self.model.qpos_spring[qadr] = cfg.restriction_rest_angle
-            self.model.dof_damping[dof] = cfg.restriction_damping if on else 0.0
+            self._environment_damping[k] = cfg.restriction_damping if on else 0.0
+            self.model.dof_damping[dof] = self._environment_damping[k]
             self.model.dof_frictionloss[dof] = cfg.restriction_friction if on else 0.0
             self._truth = self._compute_truth()
 
@@ -354,13 +360,24 @@ class Rig:
             if registers:
                 self.follower.load_registers(self.follower_registers)
                 self.leader.load_registers(self.leader_registers)
+            follower, a2 = self.follower, np.square(a)
             for _ in range(substeps):
-                torque = self.follower.step(a * data.qpos[qs] + b, a * data.qvel[ds], h)
-                data.qfrc_applied[ds] = a * torque
+                speed = a * data.qvel[ds]
+                torque = follower.step(a * data.qpos[qs] + b, speed, h)
+                # The servos' torques linearised about a reference speed (ServoBank.linearise), the slope applied
+                # as damping, which MuJoCo's Euler integrator treats implicitly. Whether a shaft is about to
+                # reverse: its speed at the end of this step if only the servos' torques changed since the last
+                # one (through the last step's factorised inertia).
+                self._torque_change[0, ds] = a * (torque - self._servo_torque)
+                mujoco.mj_solveM(model, data, self._acceleration_change, self._torque_change)
+                follower.linearise(speed, speed + h * a * (data.qacc[ds] + self._acceleration_change[0, ds]))
+                data.qfrc_applied[ds] = a * (follower.reference_torque + follower.damping * follower.reference_speed)
+                model.dof_damping[ds] = self._environment_damping + a2 * follower.damping
                 if self._grasp_stop is not None:
                     data.qfrc_applied[self._grip_dof] += self._object_force()
                 mujoco.mj_step(model, data)
-            self._servo_torque = torque.copy()
+                self._servo_torque = follower.reference_torque + follower.damping * (
+                    follower.reference_speed - a * data.qvel[ds])
             self._step_leader(dt)
             self.time += dt
             if registers:

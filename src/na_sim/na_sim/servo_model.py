@@ -133,6 +133,10 @@ class ServoBank:
         self.velocity_pulses = np.zeros(n)
         self.pwm = np.zeros(n)                    # duty fraction in the register's sign convention
         self.output_torque = np.zeros(n)          # shaft torque delivered to the joint (N·m)
+        self.damping = np.zeros(n)                # -d(torque)/d(speed) at the reference speed (N·m·s/rad)
+        self.reference_speed = np.zeros(n)        # rad/s, where the last step linearised the torque
+        self.reference_torque = np.zeros(n)       # N·m, the torque at that speed
+        self._motor_torque = np.zeros(n)          # motor torque at the output before gear losses, last step
         self.time = 0.0
         self.was_on = np.zeros(n, dtype=bool)
         self._joule_energy = np.zeros(n)
@@ -415,11 +419,9 @@ class ServoBank:
         self.pwm = (self.direction / max(v_bus, 1e-6)) * drive_voltage * self.torque_on
 
         # Gearbox: lossier when the load back-drives the motor; Coulomb + Stribeck + viscous friction.
-        gear_torque = k_gear * self.current
-        backdriven = np.minimum(np.maximum(-np.sign(gear_torque) * omega * self._inv_blend, 0.0), 1.0)
-        gear_torque *= (p.efficiency_forward + backdriven * self._backdrive_gain) * engaged
-        stribeck = p.coulomb_nm + self._static_excess * np.exp(-np.square(omega * self._inv_stribeck))
-        self.output_torque = gear_torque - stribeck * np.tanh(omega * self._inv_smoothing) - self._viscous * omega
+        motor_torque = k_gear * self.current * engaged                 # at the output, before gear losses
+        self._motor_torque = motor_torque
+        self.output_torque, _ = self._shaft_torque(motor_torque, omega)
 
         # Heat and protection run on the firmware's slower housekeeping period (energy accumulated).
         self._joule_energy += np.square(self.current) * resistance * dt
@@ -431,6 +433,38 @@ class ServoBank:
         self.bus.update(supply_current, dt)
         return self.output_torque
 
+    def linearise(self, omega: np.ndarray, predicted_omega: np.ndarray) -> None:
+        """The last step's output torque as ``reference_torque`` + ``damping`` x (``reference_speed`` - speed), for
+        an implicit integrator. The efficiency switch and the smoothed friction sign change over a few hundredths
+        of a rad/s, which an explicit physics step cannot follow (a held SO-101 joint chattered between the two
+        efficiencies at every 6.7 ms step); the reference is the step's speed ``omega``, or rest where the shaft
+        is about to reverse (``predicted_omega``, its speed at the end of the step without this damping, on the
+        other side of 0)."""
+        motor_torque = self._motor_torque
+        reversing = omega * predicted_omega < 0
+        into_driving = reversing & (np.sign(motor_torque) * predicted_omega > 0)
+        reference = np.where(reversing, 0.0, omega)
+        self.reference_speed = reference
+        self.reference_torque, damping = self._shaft_torque(motor_torque, reference)
+        # at rest the efficiency's slope is that of the side the shaft goes to (none on the driving side)
+        self.damping = damping - np.where(into_driving, np.abs(motor_torque) * self._backdrive_gain * self._inv_blend,
+                                          0.0)
+
+    def _shaft_torque(self, motor_torque: np.ndarray, omega: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Output torque at speed ``omega`` for a motor torque (at the output, before losses), and how steeply it
+        falls with speed there (N·m·s/rad; at rest, the slope on the back-driven side)."""
+        p = self.p
+        reversal = -np.sign(motor_torque) * omega * self._inv_blend     # > 0: the load back-drives the motor
+        backdriven = np.minimum(np.maximum(reversal, 0.0), 1.0)
+        gear_torque = motor_torque * (p.efficiency_forward + backdriven * self._backdrive_gain)
+        stribeck = p.coulomb_nm + self._static_excess * np.exp(-np.square(omega * self._inv_stribeck))
+        smoothed_sign = np.tanh(omega * self._inv_smoothing)
+        torque = gear_torque - stribeck * smoothed_sign - self._viscous * omega
+        switching = (reversal >= 0.0) & (reversal < 1.0)
+        slope = (np.where(switching, np.abs(motor_torque) * self._backdrive_gain * self._inv_blend, 0.0)
+                 + stribeck * self._inv_smoothing * (1.0 - np.square(smoothed_sign)) + self._viscous)
+        return torque, slope
+
     def follow(self, theta: np.ndarray, omega: np.ndarray, dt: float) -> None:
         """Leader arm: torque off, shaft moved by hand. Only sensors, heat and the bus evolve."""
         self.time += dt
@@ -438,6 +472,9 @@ class ServoBank:
         self.current[:] = 0.0
         self.pwm[:] = 0.0
         self.output_torque[:] = 0.0
+        self.damping[:] = 0.0
+        self.reference_torque[:] = 0.0
+        self._motor_torque[:] = 0.0
         self.trajectory_position = self.position_pulses.copy()
         self._housekeeping_elapsed += dt
         if self._housekeeping_elapsed >= self.HOUSEKEEPING_PERIOD_S - 1e-12:

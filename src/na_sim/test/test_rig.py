@@ -381,7 +381,8 @@ def test_multi_turn_clear_hook_moves_the_position_frame_by_whole_turns():
     assert before > 4096
     rig.on_clear(regs)
     after = regs.get("present_position")
-    assert 0 <= after < 4096 and (before - after) % 4096 == 0
+    # whole turns, within the one pulse that the position sensor's noise (drawn again at each store) can add
+    assert 0 <= after < 4096 and min((before - after) % 4096, (after - before) % 4096) <= 1
     joint1 = rig.truth.joint_position[0]
     rig.advance(0.5)                                   # the goal moved with the frame: no jump
     assert abs(rig.truth.joint_position[0] - joint1) < 0.02
