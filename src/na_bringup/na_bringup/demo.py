@@ -32,6 +32,7 @@ from na_bringup.live_eval import LiveScore, score_live
 from na_bringup.live_integrity import Fault, IntegrityWatch, describe
 from na_bringup.sim_graph import GraphError, launched, ros_env, sim_rig
 from na_common import topics
+from na_common.diagnostics import TELEOP_STATUS
 
 STAGES = 8
 PROGRESS_PERIOD_S = 10.0
@@ -340,7 +341,7 @@ class Demo:
         from na_bringup.live_monitor import Recording
 
         log_dir = self.logs / (f"live_{name}" if attempt == 1 else f"live_{name}_attempt{attempt}")
-        monitor.watch = IntegrityWatch(estimate_gap_limit_s=ESTIMATE_GAP_LIMIT_S)
+        monitor.watch = live_phase_watch()
         monitor.recording = Recording()
         try:
             return self._live_phase_graph(executor, monitor, model, task, grams, log_dir)
@@ -393,6 +394,13 @@ class Demo:
             fig.savefig(folder / f"live_{name}.png", dpi=100)
             plt.close(fig)
         return folder
+
+
+def live_phase_watch() -> IntegrityWatch:
+    """What voids a live estimation phase: a fault of the graph (trip, silent bus, rig behind), the estimator
+    pausing, or teleop holding the follower (its overload guard or a protective stop: the arm then no longer
+    plays the scripted task, so the phase measures something else)."""
+    return IntegrityWatch(estimate_gap_limit_s=ESTIMATE_GAP_LIMIT_S, voiding_statuses=(TELEOP_STATUS,))
 
 
 def process_died(at: float, error: GraphError) -> Fault:

@@ -57,3 +57,17 @@ def test_an_attempt_after_a_void_one_is_scored(tmp_path: Path, monkeypatch: pyte
     assert [(v["phase"], v["attempt"]) for v in demo.voided] == [("go_up_stay_300g", 1)]
     assert list(results) == ["go_up_stay_300g"]
     assert results["go_up_stay_300g"][0].force_mae == pytest.approx(2.943 / 3, abs=1e-6)  # mean over x, y, z
+
+
+def test_teleop_holding_the_follower_voids_a_live_phase() -> None:
+    """The teleop node ('/teleop', teleop.launch.xml) reports ERROR while its overload guard holds the follower;
+    a live phase watched as the demo watches it is void from then on, and a WARN (leader stale) is not."""
+    from na_bringup.demo import live_phase_watch
+
+    watch = live_phase_watch()
+    watch.diagnostic(1.0, "/teleop", 1, "leader stale: follower holds its last goal")
+    assert watch.faults_since(0.0) == []
+    watch.diagnostic(2.0, "/teleop", 2, "overload stop (follower joint 'elbow_flex'); call ~/enable true to resume")
+    faults = watch.faults_since(0.0)
+    assert [(f.source, f.at) for f in faults] == [("/teleop", 2.0)] and "overload stop" in faults[0].reason
+    assert watch.faults_since(2.5) == []

@@ -33,6 +33,9 @@ SERVO_PART_PREFIX = "servo "     # one per servo: "servo 13 (joint3)"
 # The simulated rig's own status (na-sim rig --ros): ERROR after its physics fell behind wall time past its margin.
 RIG_PACE_STATUS = "sim_rig: physics"
 ESTIMATOR_STATUS = "estimator"   # the estimator node's own /diagnostics status (its message names its last refusal)
+# The teleop node's own status (teleop.launch.xml names the node teleop): ERROR while its overload guard or a
+# protective stop holds the follower, which then no longer plays what the leader does.
+TELEOP_STATUS = "/teleop"
 # One per motor of the estimator's condition: "estimator: motor joint3" (na_estimator.condition_status).
 MOTOR_PART_PREFIX = "motor "
 # A supervised motor's mean condition score below this is a WARN (the estimator's motor status, na-health): the
