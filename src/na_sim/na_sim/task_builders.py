@@ -178,6 +178,25 @@ def _go_up_stay(p: Planner) -> dict:
     return {"grasp": (grasp_start, grasp_end)}
 
 
+HOME_CLEARANCE_M = 0.005     # the tool at the home pose stays this far from the fixture's surface
+MAX_FIXTURE_DRAWS = 50
+
+
+def _fixture_face_clear_of_home(p: Planner, box, d: np.ndarray) -> np.ndarray:
+    """A fixture face drawn from ``box`` whose cube leaves the tool at the home pose clear of it: the episode
+    starts and ends at home, and a fixture placed on the resting tool (the next episode's, when a live rig loops
+    its task) would press it with whatever the cube's placement gives."""
+    tool = p.kin.tool_position(p.home[p.arm])
+    for _ in range(MAX_FIXTURE_DRAWS):
+        face = p.draw_box(box.low, box.high)
+        centre = face + d * p.fixture_half_size
+        gap = float(np.linalg.norm(np.maximum(np.abs(tool - centre) - p.fixture_half_size, 0.0)))
+        if gap > p.tool_radius + HOME_CLEARANCE_M:
+            return face
+    raise ValueError(f"no fixture face in {box} leaves the tool at the home pose {np.round(tool, 3)} m clear "
+                     f"after {MAX_FIXTURE_DRAWS} draws: move the push box or the home pose in the task profile")
+
+
 def _push(p: Planner, axis: str) -> dict:
     """Approach the fixture face that looks against ``axis``, press 1-3 times, retreat."""
     rng = p.rng
@@ -185,7 +204,7 @@ def _push(p: Planner, axis: str) -> dict:
     # pz: press up on the underside (the fixture overhangs, the tool comes from below); nz: press down
     # on the top face; lateral: tool tilted down, the fingertips press the side face.
     box = p.profile.push[axis if axis in ("pz", "nz") else "lateral"]
-    face = p.draw_box(box.low, box.high)
+    face = _fixture_face_clear_of_home(p, box, d)
     pitch = rng.uniform(*box.pitch)
     fixture = FixturePose(tuple(float(v) for v in face + d * p.fixture_half_size))
     # Plan the tool point (sphere centre): touching = one radius before the face.

@@ -1,0 +1,32 @@
+"""Push episodes start and end with the tool clear of their fixture: a live rig that loops its task places the next
+episode's fixture while the arm rests at home, and on the SO-101 some placements had put the cube on the resting tool
+(16 N at the start of a quick push_px episode, enough to trip teleop's overload guard in the live demo)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from na_description import load_spec
+from na_sim.ik import Kinematics
+from na_sim.rig_config import RigConfig
+from na_sim.tasks import PUSH_AXES, make_task
+
+RIG_CONFIGS = {"open_manipulator_x": "sim_rig", "so101": "sim_rig_so101"}
+
+
+@pytest.mark.parametrize("robot", sorted(RIG_CONFIGS))
+@pytest.mark.parametrize("axis", PUSH_AXES)
+def test_the_tool_at_the_first_and_last_pose_is_clear_of_the_fixture(robot: str, axis: str) -> None:
+    spec = load_spec(robot)
+    config = RigConfig.from_yaml(RIG_CONFIGS[robot])
+    half, radius = float(config.fixture_half_size[0]), float(config.tool_collider_radius)
+    kin = Kinematics(spec)
+    for seed in range(12):
+        episode = make_task(f"push_{axis}", seed, quick=seed % 2 == 0, spec=spec, kinematics=kin,
+                            fixture_half_size=half, tool_radius=radius)
+        centre = np.asarray(episode.fixture.position)
+        for t in (0.0, episode.duration):
+            tool = kin.tool_position(episode.pose(t)[:spec.n_arm])
+            gap = np.linalg.norm(np.maximum(np.abs(tool - centre) - half, 0.0))   # point to the cube's surface
+            assert gap > radius, f"{robot} push_{axis} seed {seed} at t={t:.1f} s: tool {gap * 1e3:.1f} mm from cube"
