@@ -128,7 +128,8 @@ class Rig:
         self._environment_damping = np.zeros(spec.n_motors)
         self._torque_change = np.zeros((1, self.model.nv))           # scratch for the servo step's prediction
         self._acceleration_change = np.zeros((1, self.model.nv))
-        self.model.dof_armature[self._dof] = cfg.reflected_inertia * np.square(self._a)
+        self._a_squared = np.square(self._a)                         # servo damping -> MuJoCo joint damping
+        self.model.dof_armature[self._dof] = cfg.reflected_inertia * self._a_squared
         self._grip_qpos = int(self._qpos[self._gripper[0]])
         self._grip_dof = int(self._dof[self._gripper[0]])
         self._grasp_stop: float | None = None       # slide where a held object stops the finger
@@ -360,7 +361,7 @@ class Rig:
             if registers:
                 self.follower.load_registers(self.follower_registers)
                 self.leader.load_registers(self.leader_registers)
-            follower, a2 = self.follower, np.square(a)
+            follower, a2 = self.follower, self._a_squared
             for _ in range(substeps):
                 speed = a * data.qvel[ds]
                 torque = follower.step(a * data.qpos[qs] + b, speed, h)

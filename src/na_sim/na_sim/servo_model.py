@@ -445,14 +445,15 @@ class ServoBank:
         into_driving = reversing & (np.sign(motor_torque) * predicted_omega > 0)
         reference = np.where(reversing, 0.0, omega)
         self.reference_speed = reference
-        self.reference_torque, damping = self._shaft_torque(motor_torque, reference)
         # at rest the efficiency's slope is that of the side the shaft goes to (none on the driving side)
-        self.damping = damping - np.where(into_driving, np.abs(motor_torque) * self._backdrive_gain * self._inv_blend,
-                                          0.0)
+        self.reference_torque, self.damping = self._shaft_torque(motor_torque, reference,
+                                                                 backdriven_at_rest=~into_driving)
 
-    def _shaft_torque(self, motor_torque: np.ndarray, omega: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _shaft_torque(self, motor_torque: np.ndarray, omega: np.ndarray,
+                      backdriven_at_rest: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Output torque at speed ``omega`` for a motor torque (at the output, before losses), and how steeply it
-        falls with speed there (N·m·s/rad; at rest, the slope on the back-driven side)."""
+        falls with speed there (N·m·s/rad; at rest, the slope on the back-driven side where ``backdriven_at_rest``,
+        else on the driving side)."""
         p = self.p
         reversal = -np.sign(motor_torque) * omega * self._inv_blend     # > 0: the load back-drives the motor
         backdriven = np.minimum(np.maximum(reversal, 0.0), 1.0)
@@ -460,7 +461,7 @@ class ServoBank:
         stribeck = p.coulomb_nm + self._static_excess * np.exp(-np.square(omega * self._inv_stribeck))
         smoothed_sign = np.tanh(omega * self._inv_smoothing)
         torque = gear_torque - stribeck * smoothed_sign - self._viscous * omega
-        switching = (reversal >= 0.0) & (reversal < 1.0)
+        switching = ((reversal > 0.0) | ((reversal == 0.0) & backdriven_at_rest)) & (reversal < 1.0)
         slope = (np.where(switching, np.abs(motor_torque) * self._backdrive_gain * self._inv_blend, 0.0)
                  + stribeck * self._inv_smoothing * (1.0 - np.square(smoothed_sign)) + self._viscous)
         return torque, slope
