@@ -41,6 +41,21 @@ def test_a_void_while_the_host_stopped_runs_again(live) -> None:
     assert len(calls) == 2 and len(live.voided) == 1 and "480 ms" in live.voided[0]
 
 
+def test_a_stop_longer_than_the_rigs_pace_margin_reported_late_runs_again(live) -> None:
+    # a 58 ms stop 2.2 s before the window: the rig's pace ERROR, published once a second and held 1.5 s,
+    # still stood when the episode began
+    live.probe = ProbeWith(at=97.8, stop_ms=58.5)
+    calls: list[int] = []
+    assert live.run(voiding_phase(live, calls, valid_from=2), "the phase") == "scored"
+    assert len(calls) == 2 and "58 ms" in live.voided[0]
+
+
+def test_a_stop_no_longer_than_throttling_could_cause_does_not_excuse(live) -> None:
+    live.probe = ProbeWith(at=105.0, stop_ms=50.0)
+    with pytest.raises(AssertionError, match="attempt 1 of the phase"):
+        live.run(voiding_phase(live, [], valid_from=2), "the phase")
+
+
 def test_a_host_stop_outside_the_phase_does_not_excuse_it(live) -> None:
     live.probe = ProbeWith(at=50.0, stop_ms=900.0)
     with pytest.raises(AssertionError, match="a driver tripped"):
