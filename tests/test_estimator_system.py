@@ -154,7 +154,7 @@ class LivePhases:
             end_ns = self.monitor.node.get_clock().now().nanoseconds
             stamps = sorted(sec * 10**9 + nanosec for sec, nanosec in self.monitor.all_estimate_stamps
                             if start_ns <= sec * 10**9 + nanosec <= end_ns)
-            gap = max(np.diff(stamps), default=math.inf) * 1e-9 if len(stamps) > 1 else math.inf
+            gap = float(np.diff(stamps).max()) * 1e-9 if len(stamps) > 1 else math.inf
             if gap <= PROBE_GAP_LIMIT_S:
                 return
             self.probe_voids.append(f"the estimator estimated no real state for {gap:.3f} s in a probe round")

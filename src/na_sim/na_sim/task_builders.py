@@ -11,6 +11,7 @@ from na_common.fixture import FixturePose
 from na_sim.ik import IKError
 from na_sim.task_episode import TaskError
 from na_sim.task_planner import Planner
+from na_sim.task_profile import Box
 
 PUSH_AXES: dict[str, tuple[float, float, float]] = {
     "px": (1.0, 0.0, 0.0), "nx": (-1.0, 0.0, 0.0), "py": (0.0, 1.0, 0.0),
@@ -182,7 +183,7 @@ HOME_CLEARANCE_M = 0.005     # the tool at the home pose stays this far from the
 MAX_FIXTURE_DRAWS = 50
 
 
-def _fixture_face_clear_of_home(p: Planner, box, d: np.ndarray) -> np.ndarray:
+def _fixture_face_clear_of_home(p: Planner, box: Box, d: np.ndarray) -> np.ndarray:
     """A fixture face drawn from ``box`` whose cube leaves the tool at the home pose clear of it: the episode
     starts and ends at home, and a fixture placed on the resting tool (the next episode's, when a live rig loops
     its task) would press it with whatever the cube's placement gives."""
