@@ -189,18 +189,13 @@ class ArmDriverCore:
     # ---- the cycle ---------------------------------------------------------------------------
     def cycle(self, deadline: float | None = None) -> ArmSample:
         """One bus cycle: pending requests, command write, state read, decode, health. Never raises on bus faults."""
-        first_cycle = self._bus_thread is None
         self._bus_thread = threading.get_ident()
         started = time.monotonic()
-        if first_cycle:
-            # Between start-up's last reply and this first request the driver asked nothing (its node was still
-            # being set up, 0.5 s on a loaded host): the error timeouts count from the first request.
-            self.health.answered_at(started)
         if deadline is None:
             deadline = started + 0.9 * self.config.period
         self.alerts = []
         read: StateRead | None = None
-        completed = started
+        completed = asked_at = started
         if self.port_lost and not self._try_reopen(started):
             completed = time.monotonic()
         else:
@@ -209,6 +204,7 @@ class ArmDriverCore:
                 self._serve_requests()
                 if self.config.is_follower:
                     self._write_command()
+                asked_at = time.monotonic()
                 read = self.backend.read_state(deadline, silent_for)
                 completed = read.completed
             except PortLostError as exc:
@@ -218,13 +214,14 @@ class ArmDriverCore:
                 self.log(WARN, f"{self.config.role} arm: {exc}")
                 completed = time.monotonic()
         self.last_bus_duration = completed - started
-        stale = self._decode(read, completed)
+        stale = self._decode(read, asked_at, completed)
         self.alerts.extend(self.health.check_timeouts(completed, trip=not self.port_lost))
         self._handle_events()
         return self._sample(completed, stale)
 
-    def _decode(self, read: StateRead | None, now: float) -> list[bool]:
-        """Keep each fresh state (a stale servo keeps its last values) and feed the health monitor."""
+    def _decode(self, read: StateRead | None, asked_at: float, now: float) -> list[bool]:
+        """Keep each fresh state (a stale servo keeps its last values) and feed the health monitor (the read was sent
+        at ``asked_at`` and completed at ``now``)."""
         stale = [True] * len(self.ids)
         if read is None:
             return stale
@@ -242,7 +239,7 @@ class ArmDriverCore:
             stale[k] = False
         for k, missed in enumerate(stale):
             if missed:
-                self.health.missed(k)
+                self.health.missed(k, asked_at)
         return stale
 
     def _handle_events(self) -> None:

@@ -46,6 +46,7 @@ class ServoHealth:
     trip_reason: str | None = None        # set while tripped, cleared by a reboot / re-enable
     not_responding: bool = False
     unanswered: int = 0                   # reads that asked this servo since its last valid reply
+    first_unanswered: float = math.nan    # monotonic time the first of those reads was sent
     effort: float = math.nan              # last |effort| in the reference's unit (A or fraction of full output)
     messages: list[str] = field(default_factory=list)
 
@@ -75,6 +76,7 @@ class HealthMonitor:
         events: list[HealthEvent] = []
         servo.last_reply = now
         servo.unanswered = 0
+        servo.first_unanswered = math.nan
         if servo.not_responding:
             servo.not_responding = False
             events.append(HealthEvent(OK, servo.servo_id, servo.joint, f"{servo.label} answers again"))
@@ -130,11 +132,18 @@ class HealthMonitor:
         return out
 
     def check_timeouts(self, now: float, trip: bool = True) -> list[HealthEvent]:
-        """Servos without a valid reply for longer than the error timeout: a trip (a follower turns torque off and
-        holds until ~/reboot), unless ``trip`` is False (the port itself is lost: its own path handles that)."""
+        """Servos that answered none of the reads sent over longer than the error timeout: a trip (a follower turns
+        torque off and holds until ~/reboot), unless ``trip`` is False (the port itself is lost: its own path handles
+        that).
+
+        The silence counts from the first unanswered read, not from the last reply: while the driver asks nothing
+        (its bus thread busy with a reboot, or the host stalled) a servo cannot be silent, and one read missed
+        right after such a pause is not a servo that stopped answering."""
         events = []
         for servo in self.servos:
-            silent = now - servo.last_reply
+            if not servo.unanswered:
+                continue
+            silent = now - servo.first_unanswered
             if silent > self.error_timeout and not servo.not_responding:
                 servo.not_responding = True
                 reason = (f"no valid reply for {silent:.2f} s to {servo.unanswered} read(s) "
@@ -144,21 +153,24 @@ class HealthMonitor:
                 events.append(HealthEvent(ERROR, servo.servo_id, servo.joint, f"{servo.label}: {reason}", trip=trip))
         return events
 
-    def missed(self, index: int) -> None:
-        """A read asked servo ``index`` and got no valid reply (counted in the silence's report: a servo silent
-        to many reads, or a driver that hardly asked)."""
-        self.servos[index].unanswered += 1
+    def missed(self, index: int, asked_at: float) -> None:
+        """A read sent at ``asked_at`` asked servo ``index`` and got no valid reply (counted in the silence's report:
+        a servo silent to many reads, or a driver that hardly asked)."""
+        servo = self.servos[index]
+        if not servo.unanswered:
+            servo.first_unanswered = asked_at
+        servo.unanswered += 1
 
     def answered_at(self, now: float) -> None:
-        """Every servo answered at ``now`` (start-up checked them all): the error timeouts count from here, not from
-        when the monitor was made (a slow start-up would otherwise trip the follower on its first cycle)."""
+        """Every servo answered at ``now`` (start-up checked them all)."""
         for servo in self.servos:
             servo.last_reply = now
             servo.unanswered = 0
+            servo.first_unanswered = math.nan
 
     def clear_trip(self, index: int, now: float) -> None:
-        """Servo ``index`` was recovered (rebooted, answered) at ``now``: its trip is cleared and its error timeout
-        counts from ``now``, so a servo that tripped by falling silent is not reported silent again at once."""
+        """Servo ``index`` was recovered (rebooted, answered) at ``now``: its trip is cleared and its silence forgotten,
+        so a servo that tripped by falling silent is not reported silent again at once."""
         servo = self.servos[index]
         servo.trip_reason = None
         servo.hardware_error = 0
@@ -166,6 +178,7 @@ class HealthMonitor:
         servo.not_responding = False
         servo.last_reply = now
         servo.unanswered = 0
+        servo.first_unanswered = math.nan
 
     @property
     def tripped(self) -> list[ServoHealth]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -391,6 +392,41 @@ def test_the_error_timeout_counts_from_the_first_cycle_not_from_start_up(emulate
         first = core.cycle()
         emulator.injector = DxlFaultInjector(DxlFaults())           # servo 14 answers again from the next cycle
         assert first.stale[3]                                      # servo 14 missed the loop's first request
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and any(core.cycle().stale):
+            time.sleep(0.01)
+        assert "no valid reply" not in log.text(min_level=2), log.text()
+        assert not core.health.tripped
+    finally:
+        core.shutdown()
+
+
+def test_a_read_missed_after_a_long_request_does_not_trip(emulated_arm, make_core) -> None:
+    """A request that holds the bus thread longer than the error timeout (a ~/reboot on a loaded host took 1.2 s in
+    CI) asks the servos nothing meanwhile: a servo that misses the first read after it is late, not silent past the
+    error timeout. Before the fix the follower re-tripped on every healthy servo right after its reboot."""
+    error_timeout = 0.3
+    emulator, _ = emulated_arm()
+    core, log = make_core(emulator.port_path, role="leader", error_timeout=error_timeout)
+    core.start()
+    served = threading.Event()
+
+    def long_request() -> None:
+        time.sleep(error_timeout + 0.2)
+        emulator.injector = DxlFaultInjector(DxlFaults(stall_servo_id=12, stall_window_s=(0.0, 600.0)))
+        served.set()
+
+    try:
+        core.cycle()                                               # the test's thread is the bus thread
+        caller = threading.Thread(target=core.run_on_bus, args=(long_request,), daemon=True)
+        caller.start()
+        deadline = time.monotonic() + 5.0
+        while not served.is_set() and time.monotonic() < deadline:
+            sample = core.cycle()
+            time.sleep(0.01)
+        emulator.injector = DxlFaultInjector(DxlFaults())           # servo 12 answers again from the next cycle
+        assert served.is_set() and sample.stale[1]                  # it missed the read right after the request
+        caller.join(5.0)
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline and any(core.cycle().stale):
             time.sleep(0.01)
