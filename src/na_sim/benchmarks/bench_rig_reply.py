@@ -13,8 +13,14 @@ SCHED_FIFO 60 that answers every instruction at once with the same number of sta
 pseudo-terminal (no emulator, no physics). A pty passes bytes through kernel workers that run at
 normal priority, so under CPU load this floor is what no emulator on this host can beat.
 
+``--floor-only`` measures just that floor, for as long as asked, so that it can run beside another workload
+(the system tests, the demo): with ``--late-ms`` it lists every slow cycle with the unix time it was sent,
+to be matched with the stamps of ``stale`` servo readings recorded meanwhile. Where both line up, the bytes
+waited in the kernel, not in an emulator.
+
     python src/na_sim/benchmarks/bench_rig_reply.py --seconds 60 --hog 1
     python src/na_sim/benchmarks/bench_rig_reply.py --robot so101 --seconds 20
+    python src/na_sim/benchmarks/bench_rig_reply.py --robot so101 --floor-only --hog 0 --seconds 600 --late-ms 8
 """
 
 from __future__ import annotations
@@ -69,7 +75,7 @@ def _echo_main(fd: int, reply: bytes) -> None:
 
 
 def pty_floor(setup: bytes, packet: bytes, protocol, servo_ids: list[int], state_bytes: int,
-              seconds: float) -> tuple[np.ndarray, int]:
+              seconds: float, late: Late | None = None) -> tuple[np.ndarray, int]:
     """``measure`` against a bare echo on a pty pair (see the module docstring)."""
     import pty
 
@@ -86,7 +92,7 @@ def pty_floor(setup: bytes, packet: bytes, protocol, servo_ids: list[int], state
             os._exit(0)
     os.close(slave)
     try:
-        return measure(master, setup, packet, protocol, len(servo_ids), seconds, echo=True)
+        return measure(master, setup, packet, protocol, len(servo_ids), seconds, echo=True, late=late)
     finally:
         os.kill(child, 9)
         os.waitpid(child, 0)
@@ -107,10 +113,24 @@ def start_rig(robot: str, priority: int, info: Path, log: Path) -> subprocess.Po
     return process
 
 
+class Late:
+    """Cycles slower than ``threshold_s`` (a missing reply included), with the unix time each was sent: to be
+    matched with the stamps of a recording made meanwhile."""
+
+    def __init__(self, threshold_s: float) -> None:
+        self.threshold_s = threshold_s
+        self.cycles: list[tuple[float, float]] = []        # (unix time sent, latency s; inf: a reply missing)
+
+    def add(self, sent_unix: float, latency: float) -> None:
+        if latency > self.threshold_s:
+            self.cycles.append((sent_unix, latency))
+
+
 def measure(port: str | int, setup: bytes, packet: bytes, protocol, servo_count: int,
-            seconds: float, echo: bool = False) -> tuple[np.ndarray, int]:
+            seconds: float, echo: bool = False, late: Late | None = None) -> tuple[np.ndarray, int]:
     """Latency of every cycle (s) and the number of cycles with a reply missing. ``port``: a device path, or
-    the open master of the floor's pty (``echo``: it answers the set-up write too)."""
+    the open master of the floor's pty (``echo``: it answers the set-up write too); ``late`` collects the slow
+    cycles."""
     if isinstance(port, int):
         fd = os.dup(port)
     else:
@@ -127,7 +147,7 @@ def measure(port: str | int, setup: bytes, packet: bytes, protocol, servo_count:
         end = next_cycle + seconds
         while next_cycle < end:
             parser = protocol.PacketParser()
-            sent = time.perf_counter()
+            sent, sent_unix = time.perf_counter(), time.time()
             os.write(fd, packet)
             replies, deadline = 0, sent + REPLY_TIMEOUT_S
             while replies < servo_count:
@@ -139,6 +159,8 @@ def measure(port: str | int, setup: bytes, packet: bytes, protocol, servo_count:
                 latencies.append(time.perf_counter() - sent)
             else:
                 missing += 1
+            if late is not None:
+                late.add(sent_unix, latencies[-1] if replies >= servo_count else float("inf"))
             next_cycle += PERIOD_S
             time.sleep(max(0.0, next_cycle - time.monotonic()))
     finally:
@@ -165,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hog", type=int, default=1, help="CPU-bound processes beside the rig (default 1)")
     parser.add_argument("--priorities", type=int, nargs="+", default=[60, 0],
                         help="SCHED_FIFO priorities of the bus processes, one run each (0 = normal; default 60 0)")
+    parser.add_argument("--floor-only", action="store_true",
+                        help="measure only the bare pty echo (no rig): run it beside another workload (e.g. the "
+                             "system tests, with --hog 0) to see whether the kernel's pty path itself stalled")
+    parser.add_argument("--late-ms", type=float, default=None,
+                        help="list the floor's cycles slower than this, with the unix time each was sent")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
     robot = robot_name(args.robot)
@@ -181,11 +208,16 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     try:
         state_bytes = sts3215.STATE_BLOCK_LENGTH if protocol is protocol0 else xm430.STATE_BLOCK_LENGTH
-        latency, missing = pty_floor(setup, packet, protocol, list(spec.servo_ids), state_bytes, args.seconds)
+        late = Late(args.late_ms / 1e3) if args.late_ms is not None else None
+        latency, missing = pty_floor(setup, packet, protocol, list(spec.servo_ids), state_bytes, args.seconds, late)
         results["kernel_pty_floor"] = report("bare pty echo, SCHED_FIFO 60 (the kernel's floor)", latency, missing,
                                              len(spec.servo_ids), None)
+        if late is not None:
+            print(f"floor cycles slower than {args.late_ms:g} ms: {len(late.cycles)}")
+            for sent_unix, seconds in late.cycles:
+                print(f"  sent {sent_unix:.3f}: {seconds * 1e3:.1f} ms")
         with tempfile.TemporaryDirectory(prefix="na_bench_rig_") as tmp:
-            for priority in args.priorities:
+            for priority in ([] if args.floor_only else args.priorities):
                 info = Path(tmp) / f"rig_{priority}.json"
                 rig = start_rig(robot, priority, info, Path(tmp) / f"rig_{priority}.log")
                 try:
