@@ -83,7 +83,7 @@ class ArmDriverCore:
         self.port_lost = False
         self._next_reopen = 0.0
         self.health = HealthMonitor(config.servo_ids, config.joint_names, config.temperature_warning,
-                                    config.temperature_trip, config.error_timeout, time.monotonic(),
+                                    config.temperature_trip, config.error_timeout,
                                     describe_error=self.backend.describe_error)
         self.dropped_cycles = 0                   # set by the owner of the loop
         self.last_bus_duration = 0.0
@@ -119,10 +119,9 @@ class ArmDriverCore:
         for k, error in enumerate(self.backend.setup(where)):
             self._error[k] = error
             if error:
-                for event in self.health.update_reply(k, time.monotonic(), 0.0, error):
+                for event in self.health.update_reply(k, 0.0, error):
                     self.log(event.level, event.message + "; reboot it (~/reboot) before enabling torque")
         self._goal_joint = self.spec.servo_to_joint(self.backend.read_goals())
-        self.health.answered_at(time.monotonic())
         if self.config.is_follower:
             if self.health.tripped:
                 self.log(ERROR, "follower stays torque-off: " + "; ".join(s.label for s in self.health.tripped))
@@ -214,14 +213,14 @@ class ArmDriverCore:
                 self.log(WARN, f"{self.config.role} arm: {exc}")
                 completed = time.monotonic()
         self.last_bus_duration = completed - started
-        stale = self._decode(read, asked_at, completed)
+        stale = self._decode(read, asked_at)
         self.alerts.extend(self.health.check_timeouts(completed, trip=not self.port_lost))
         self._handle_events()
         return self._sample(completed, stale)
 
-    def _decode(self, read: StateRead | None, asked_at: float, now: float) -> list[bool]:
+    def _decode(self, read: StateRead | None, asked_at: float) -> list[bool]:
         """Keep each fresh state (a stale servo keeps its last values) and feed the health monitor (the read was sent
-        at ``asked_at`` and completed at ``now``)."""
+        at ``asked_at``)."""
         stale = [True] * len(self.ids)
         if read is None:
             return stale
@@ -235,7 +234,7 @@ class ArmDriverCore:
         self._temperature[fresh] = states.temperature
         for i, k in enumerate(fresh):
             self._error[k] = int(states.error[i])
-            self.alerts.extend(self.health.update_reply(k, now, float(states.temperature[i]), self._error[k]))
+            self.alerts.extend(self.health.update_reply(k, float(states.temperature[i]), self._error[k]))
             stale[k] = False
         for k, missed in enumerate(stale):
             if missed:
@@ -361,7 +360,7 @@ class ArmDriverCore:
             if self._error[k]:
                 raise BusError(f"{servo.label} still reports a hardware error after the reboot: "
                                + ", ".join(self.backend.describe_error(self._error[k])))
-            self.health.clear_trip(k, time.monotonic())
+            self.health.clear_trip(k)
         labels = ", ".join(s.label for _, s in tripped)
         if self.config.is_follower:
             self._enable_torque_at_present_pose()

@@ -39,7 +39,6 @@ class HealthEvent:
 class ServoHealth:
     servo_id: int
     joint: str
-    last_reply: float = math.nan          # monotonic time of the last valid reply
     temperature: float = math.nan         # degC
     hardware_error: int = 0
     temperature_warned: bool = False
@@ -59,7 +58,7 @@ class HealthMonitor:
     """Turns decoded telemetry into warnings, trips and per-servo status lines."""
 
     def __init__(self, servo_ids: tuple[int, ...], joint_names: tuple[str, ...], temperature_warning: float,
-                 temperature_trip: float, error_timeout: float, start_time: float,
+                 temperature_trip: float, error_timeout: float,
                  describe_error: Callable[[int], list[str]] = xm430.decode_hardware_error,
                  reference: DatasheetReference | None = None) -> None:
         self.describe_error = describe_error
@@ -67,14 +66,12 @@ class HealthMonitor:
         self.temperature_warning = temperature_warning
         self.temperature_trip = temperature_trip
         self.error_timeout = error_timeout
-        self.servos = [ServoHealth(sid, name, last_reply=start_time) for sid, name in zip(servo_ids, joint_names,
-                                                                                          strict=True)]
+        self.servos = [ServoHealth(sid, name) for sid, name in zip(servo_ids, joint_names, strict=True)]
 
-    def update_reply(self, index: int, now: float, temperature: float, hardware_error: int) -> list[HealthEvent]:
-        """A valid reply of servo ``index`` arrived at ``now``."""
+    def update_reply(self, index: int, temperature: float, hardware_error: int) -> list[HealthEvent]:
+        """A valid reply of servo ``index`` arrived."""
         servo = self.servos[index]
         events: list[HealthEvent] = []
-        servo.last_reply = now
         servo.unanswered = 0
         servo.first_unanswered = math.nan
         if servo.not_responding:
@@ -161,22 +158,14 @@ class HealthMonitor:
             servo.first_unanswered = asked_at
         servo.unanswered += 1
 
-    def answered_at(self, now: float) -> None:
-        """Every servo answered at ``now`` (start-up checked them all)."""
-        for servo in self.servos:
-            servo.last_reply = now
-            servo.unanswered = 0
-            servo.first_unanswered = math.nan
-
-    def clear_trip(self, index: int, now: float) -> None:
-        """Servo ``index`` was recovered (rebooted, answered) at ``now``: its trip is cleared and its silence forgotten,
+    def clear_trip(self, index: int) -> None:
+        """Servo ``index`` was recovered (rebooted, answered): its trip is cleared and its silence forgotten,
         so a servo that tripped by falling silent is not reported silent again at once."""
         servo = self.servos[index]
         servo.trip_reason = None
         servo.hardware_error = 0
         servo.temperature_warned = False
         servo.not_responding = False
-        servo.last_reply = now
         servo.unanswered = 0
         servo.first_unanswered = math.nan
 

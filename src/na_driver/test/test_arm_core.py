@@ -378,6 +378,15 @@ def test_an_expired_bus_watchdog_is_reported_cleared_and_rearmed(emulated_arm, m
         core.shutdown()
 
 
+def assert_all_answer_without_a_silence(core: ArmDriverCore, log) -> None:
+    """Cycle until every servo answers (5 s at most): no servo may have been reported silent or tripped."""
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and any(core.cycle().stale):
+        time.sleep(0.01)
+    assert "no valid reply" not in log.text(min_level=2), log.text()
+    assert not core.health.tripped
+
+
 def test_the_error_timeout_counts_from_the_first_cycle_not_from_start_up(emulated_arm, make_core) -> None:
     """A node slow to start its bus loop (0.5 s on a loaded host) asked nothing meanwhile: a servo that misses only
     the first request of the loop is late, not silent past the error timeout, and does not trip the arm (the
@@ -392,11 +401,7 @@ def test_the_error_timeout_counts_from_the_first_cycle_not_from_start_up(emulate
         first = core.cycle()
         emulator.injector = DxlFaultInjector(DxlFaults())           # servo 14 answers again from the next cycle
         assert first.stale[3]                                      # servo 14 missed the loop's first request
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and any(core.cycle().stale):
-            time.sleep(0.01)
-        assert "no valid reply" not in log.text(min_level=2), log.text()
-        assert not core.health.tripped
+        assert_all_answer_without_a_silence(core, log)
     finally:
         core.shutdown()
 
@@ -427,10 +432,6 @@ def test_a_read_missed_after_a_long_request_does_not_trip(emulated_arm, make_cor
         emulator.injector = DxlFaultInjector(DxlFaults())           # servo 12 answers again from the next cycle
         assert served.is_set() and sample.stale[1]                  # it missed the read right after the request
         caller.join(5.0)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and any(core.cycle().stale):
-            time.sleep(0.01)
-        assert "no valid reply" not in log.text(min_level=2), log.text()
-        assert not core.health.tripped
+        assert_all_answer_without_a_silence(core, log)
     finally:
         core.shutdown()

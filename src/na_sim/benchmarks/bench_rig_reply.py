@@ -155,12 +155,13 @@ def measure(port: str | int, setup: bytes, packet: bytes, protocol, servo_count:
                 if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
                     break
                 replies += len(parser.feed(os.read(fd, 4096)))       # only the servos write to this end
+            latency = time.perf_counter() - sent if replies >= servo_count else float("inf")
             if replies >= servo_count:
-                latencies.append(time.perf_counter() - sent)
+                latencies.append(latency)
             else:
                 missing += 1
             if late is not None:
-                late.add(sent_unix, latencies[-1] if replies >= servo_count else float("inf"))
+                late.add(sent_unix, latency)
             next_cycle += PERIOD_S
             time.sleep(max(0.0, next_cycle - time.monotonic()))
     finally:
@@ -233,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for hog in hogs:
             hog.kill()
-    print(f"robot {robot}; client {client}; {args.hog} CPU-bound process(es) beside the rig; {machine_line()}")
+    beside = "the floor" if args.floor_only else "the rig"
+    print(f"robot {robot}; client {client}; {args.hog} CPU-bound process(es) beside {beside}; {machine_line()}")
     if args.json is not None:
         args.json.write_text(json.dumps({"robot": robot, "hog": args.hog, "machine": machine_line(),
                                          "runs": results}, indent=2) + "\n")
