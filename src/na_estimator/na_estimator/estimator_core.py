@@ -5,8 +5,9 @@ Inputs arrive as their messages carry them: arrays named by ``name``, in any ord
 spec order through the spec's name -> index mapping (:meth:`na_description.RobotSpec.index_of`, remembered
 per name list); an input whose names are unknown, missing or duplicated, or whose arrays have another
 length than the names, is counted and never estimated on. Stamps are checked against the node's clock
-(too old: ``stale_input``; too far ahead: ``future_stamp``) before they are compared with the newest
-estimated-on stamp (``out_of_order``), so that no refused state can become the newest stamp.
+(too old: ``stale_input``; too far ahead: ``future_stamp``), then values (``invalid_input``), before they are
+compared with the newest estimated-on stamp (``out_of_order``), so that no refused state can become the newest
+stamp and a corrupt state is counted as such however late it arrives.
 """
 
 from __future__ import annotations
@@ -230,11 +231,13 @@ class EstimatorCore:
             self._refuse("stale_input", f"ArmState {now - arm.stamp:.3f} s old on arrival "
                                         f"(stale_timeout {self.stale_timeout} s)")
             return None
-        if arm.stamp <= self._last_stamp:
-            self._refuse("out_of_order", "ArmState stamped at or before the previous one")
-            return None
+        # Values before order: a corrupt state counts as invalid whatever its stamp (one that reached this node
+        # after a newer real state would otherwise hide among the out-of-order duplicates).
         if not self._valid(arm):
             self._refuse("invalid_input", "ArmState values non-finite or out of range")
+            return None
+        if arm.stamp <= self._last_stamp:
+            self._refuse("out_of_order", "ArmState stamped at or before the previous one")
             return None
         if arm.stale is not None and np.any(arm.stale):
             stale = [name for name, flag in zip(self.spec.joint_names, arm.stale, strict=True) if flag]

@@ -264,6 +264,19 @@ def test_stale_by_age_and_out_of_order_are_separate_branches(contract_model) -> 
     assert core.counters.estimates == 1
 
 
+def test_a_corrupt_state_is_invalid_even_when_it_arrives_after_a_newer_one(contract_model) -> None:
+    """A state with a NaN that reached the node after a newer real state (delayed in transport) is counted as
+    invalid, not hidden among the out-of-order duplicates; a clean late state is still out of order."""
+    core, rng = fed_core(contract_model, stale_timeout=0.1)
+    assert core.on_arm_state(arm_input(1.02, rng), now=1.021) is not None
+    late_and_corrupt = arm_input(1.015, rng)
+    late_and_corrupt.effort[0] = np.nan
+    assert core.on_arm_state(late_and_corrupt, now=1.022) is None
+    assert core.counters.invalid_input == 1 and core.counters.out_of_order == 0
+    assert core.on_arm_state(arm_input(1.015, rng), now=1.022) is None
+    assert core.counters.invalid_input == 1 and core.counters.out_of_order == 1
+
+
 @pytest.mark.parametrize("ahead", [3600.0, 0.3, 0.05])
 def test_a_state_from_the_future_is_refused_and_does_not_poison_the_history(contract_model, ahead) -> None:
     """One state stamped ``ahead`` s after the node's clock is refused (future_stamp); all of the real
