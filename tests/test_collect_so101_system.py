@@ -120,4 +120,5 @@ def test_so101_collect_graph_records_an_episode(ros_graph, tmp_path, live) -> No
     load = np.array([m.load for m in follower])
     assert np.all(np.abs(load) <= 1.0) and np.any(load != 0.0)
     stale = np.array([list(m.stale) for m in follower], dtype=bool)
+    print(f"stale follower servo readings: {stale.mean():.2%} of {stale.size}")
     assert stale.mean() < 0.05, f"{stale.mean():.1%} of the follower's servo readings were stale"

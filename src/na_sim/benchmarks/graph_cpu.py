@@ -9,6 +9,7 @@ normal-priority pty workers, and with them every emulated bus (``src/na_sim/READ
 
     python src/na_sim/benchmarks/graph_cpu.py                    # 10 s window after 20 s
     python src/na_sim/benchmarks/graph_cpu.py --hog 1 --seconds 30
+    python src/na_sim/benchmarks/graph_cpu.py --robot so101 --hog 1 --rig-option=--physics-priority=40
 """
 
 from __future__ import annotations
@@ -87,6 +88,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=20.0, help="s after the rig is ready before measuring")
     parser.add_argument("--hog", type=int, default=0, help="CPU-bound processes beside the graph (default 0)")
     parser.add_argument("--ft-port", type=int, default=49391, help="UDP port of the rig's Net F/T emulator")
+    parser.add_argument("--robot", default="omx_x", help="omx_x (default) or so101")
+    parser.add_argument("--rig-option", action="append", default=[],
+                        help="one more option for na-sim rig, e.g. --rig-option=--physics-priority=40 (repeatable)")
     args = parser.parse_args()
     print(f"machine: {machine_line()}", flush=True)
     env = {**os.environ, "ROS_DOMAIN_ID": os.environ.get("ROS_DOMAIN_ID", "91"),
@@ -95,7 +99,8 @@ def main() -> int:
         work = Path(tmp)
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hog)]
         rig_log, graph_log = (work / "rig.log").open("w"), (work / "graph.log").open("w")
-        rig = subprocess.Popen(["na-sim", "rig", "--link-dir", str(work / "sim"), "--info-out", str(work / "rig.json"),
+        rig = subprocess.Popen(["na-sim", "rig", "--robot", args.robot, *args.rig_option,
+                                "--link-dir", str(work / "sim"), "--info-out", str(work / "rig.json"),
                                 "--ft-port", str(args.ft_port), "--task", "pick_place", "--payload-grams", "200",
                                 "--loop-task", "--ros"], env=env, stdout=rig_log, stderr=subprocess.STDOUT,
                                start_new_session=True)
@@ -108,6 +113,7 @@ def main() -> int:
                     return 1
                 time.sleep(0.5)
             graph = subprocess.Popen(["na-launch", "na_bringup", "collect.launch.xml", "sim:=true",
+                                      f"robot:={args.robot}",
                                       f"sim_dir:={work / 'sim'}", f"output_dir:={work / 'episodes'}",
                                       f"ft_port:={args.ft_port}", "--run"], env=env, stdout=graph_log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
