@@ -47,6 +47,7 @@ FT_NICE = -10                     # real-time work that runs steadily (the physi
 # took both cores of a 2-core machine, both emulated buses went silent for up to the kernel's real-time
 # throttling window (0.95 s). The F/T streams are paced by their own clocks and reach their drivers through
 # socket and pty buffers, so they can wait a few milliseconds; the physics keeps the servos' time base.
+PHYSICS_PAUSE_S = 2e-5            # the physics' sleep between the parts of a period's work (RealtimeRunner)
 EXCHANGE_PERIOD_S = 0.009         # longest step between two register exchanges: below the drivers' 10 ms reads
 STALL_MARGIN_S = 0.05             # physics behind wall time by more than this: said, and on /diagnostics as ERROR
 READY_WINDOW_S = 0.5              # the rig reports ready after running this long without such a stall
@@ -348,7 +349,8 @@ def run_live_rig(args: argparse.Namespace) -> int:
         started.append(truth_link)
         children = _start_children(rig, args, truth_link, dxl_faults, ft_faults, started)
         runner = RealtimeRunner(rig, period=exchange_period(rig.config.timestep_s), stall_margin=STALL_MARGIN_S,
-                                links=(*(link for link, _ in children.buses.values()), truth_link))
+                                links=(*(link for link, _ in children.buses.values()), truth_link),
+                                pause_s=PHYSICS_PAUSE_S)
         truth_link.runner = runner
         physics_realtime = take_realtime(args.physics_priority)     # the runner and operator threads inherit it
         for part in (runner, operator):

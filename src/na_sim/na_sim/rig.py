@@ -341,12 +341,13 @@ class Rig:
         return self.restricted_condition if self.restricted else CONDITION_NOMINAL
 
     # ---- stepping ----------------------------------------------------------------------------
-    def step(self, dt: float | None = None, registers: bool = True) -> RigTruth:
+    def step(self, dt: float | None = None, registers: bool = True, pause_s: float = 0.0) -> RigTruth:
         """Advance by ``dt`` s (default one timestep) and return the ground truth.
 
         ``registers=False`` skips the register exchange of this call (goals are not re-read, present
         values not written): for offline loops that step several times between two bus reads; the
         call before a read must exchange them. Each exchange costs about as much as two MuJoCo steps.
+        ``pause_s`` > 0: sleep this long after each MuJoCo step but the last (:class:`RealtimeRunner`).
         """
         timestep = self.config.timestep_s
         dt = timestep if dt is None else float(dt)
@@ -362,7 +363,7 @@ class Rig:
                 self.follower.load_registers(self.follower_registers)
                 self.leader.load_registers(self.leader_registers)
             follower, a2 = self.follower, self._a_squared
-            for _ in range(substeps):
+            for substep in range(substeps):
                 speed = a * data.qvel[ds]
                 torque = follower.step(a * data.qpos[qs] + b, speed, h)
                 # The servos' torques linearised about a reference speed (ServoBank.linearise), the slope applied
@@ -377,6 +378,8 @@ class Rig:
                 if self._grasp_stop is not None:
                     data.qfrc_applied[self._grip_dof] += self._object_force()
                 mujoco.mj_step(model, data)
+                if pause_s > 0 and substep < substeps - 1:
+                    time.sleep(pause_s)
                 self._servo_torque = follower.reference_torque + follower.damping * (
                     follower.reference_speed - a * data.qvel[ds])
             self._step_leader(dt)
@@ -481,11 +484,17 @@ class RealtimeRunner:
 
     ``links`` exchange register bytes with the bus processes around every step (``pull()`` before,
     ``push(time, steps)`` after; :class:`na_sim.shared_tables.PhysicsSide`).
+
+    ``pause_s`` > 0: a sleep that long after the exchange and between MuJoCo steps. A real-time physics thread
+    otherwise holds its CPU for the whole period's work (about 4 ms on a slow 2-core machine), and the
+    kernel worker that carries a pty's bytes (normal priority), queued on that CPU, waits for it: every
+    emulated servo's reply is late by as much.
     """
 
     def __init__(self, rig: Rig, period: float | None = None, max_lag: float = 0.1,
-                 stall_margin: float = 0.05, links: tuple = ()) -> None:
+                 stall_margin: float = 0.05, links: tuple = (), pause_s: float = 0.0) -> None:
         self.rig = rig
+        self.pause_s = float(pause_s)
         self.period = float(period or rig.config.timestep_s)
         self.max_lag = float(max_lag)
         self.stall_margin = float(stall_margin)
@@ -555,7 +564,9 @@ class RealtimeRunner:
                 with rig.lock:
                     for link in self.links:
                         link.pull()
-                    rig.step(due * period)
+                    if self.pause_s > 0:
+                        time.sleep(self.pause_s)
+                    rig.step(due * period, pause_s=self.pause_s)
                     self.steps += due
                     for link in self.links:
                         link.push(rig.time, self.steps)
