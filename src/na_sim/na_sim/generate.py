@@ -486,7 +486,10 @@ def generate(options: GenerateOptions, *, progress: bool = True, log: Callable[[
                 bar.set_postfix_str(f"{report.realtime_factor:.0f}x real time")
                 episode_done()
         else:
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
+            # fork starts workers fastest, but a process that has loaded JAX (multithreaded) must not fork: its
+            # workers could deadlock on a lock another thread held at the fork; they are spawned then.
+            context = get_context("spawn" if "jax" in sys.modules else "fork")
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
                 futures = [pool.submit(_run_planned, options, planned, first_id + i, starts[i])
                            for i, planned in enumerate(plan)]
                 for future, duration in zip(futures, durations, strict=True):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -195,8 +197,15 @@ def test_restricted_condition_reaches_the_rig_and_metadata(tmp_path):
     assert rig.condition == "restricted_joint3"
 
 
-def test_parallel_workers_write_the_same_bags(tmp_path):
-    """--jobs only changes the wall time: ids, stamps and bytes equal a one-process run."""
+@pytest.mark.parametrize("jax_loaded", [False, True], ids=["forked", "spawned"])
+def test_parallel_workers_write_the_same_bags(tmp_path, monkeypatch, jax_loaded):
+    """--jobs only changes the wall time: ids, stamps and bytes equal a one-process run, whether the workers are
+    forked or (in a process that has loaded JAX, here a stand-in module) spawned."""
+    if jax_loaded:
+        monkeypatch.setitem(sys.modules, "jax", sys.modules.get("jax") or types.ModuleType("jax"))
+    else:
+        monkeypatch.delitem(sys.modules, "jax", raising=False)
+
     def run(out, jobs):
         options = gen.GenerateOptions(tasks=["sweep_joint2", "push_nx"], episodes=1, seed=2, out=out, quick=True,
                                       max_seconds=1.0)
