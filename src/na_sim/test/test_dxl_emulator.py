@@ -657,3 +657,27 @@ def test_emulator_process_serves_a_bus_and_reports_what_it_served(monkeypatch):
     assert [(value, result) for value, result, _ in positions] == [(p.position, COMM_SUCCESS)
                                                                    for p in report.served if p.servo_id == 12]
     assert report.stats["read"] == 3 and report.registers[11][REG["led"].address] == 1
+
+
+def test_sync_read_replies_due_together_leave_in_one_write(sdk_bus, monkeypatch):
+    """Each write to a pty is one hand-over to a kernel worker, which can wait behind a busy CPU: the replies of a
+    Sync Read that are due together (Return Delay 0, no wire time) go out in one write, not one per servo."""
+    bus = sdk_bus()
+    for servo in bus.servos:
+        servo.set("return_delay_time", 0)
+    master = bus.emulator._master_fd
+    counted: list[int] = []
+    real_write = os.write
+
+    def counting_write(fd: int, data) -> int:
+        if fd == master:
+            counted.append(len(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", counting_write)
+    group = GroupSyncRead(bus.port, bus.packet_handler, xm430.STATE_BLOCK_START, xm430.STATE_BLOCK_LENGTH)
+    for servo in bus.servos:
+        assert group.addParam(servo.servo_id)
+    assert group.txRxPacket() == COMM_SUCCESS
+    assert len(counted) == 1
+    assert sum(counted) == len(bus.servos) * (11 + xm430.STATE_BLOCK_LENGTH)    # status packet: 11 bytes + data
