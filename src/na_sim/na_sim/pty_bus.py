@@ -130,7 +130,7 @@ class PtyBus(Generic[PacketT, ServoT]):
         self._bus_free_at = 0.0               # perf_counter time the bus is idle again
         self._late: list[tuple[float, bytes]] = []   # held-back replies: (monotonic time not before, packet)
         self._queued = 0                      # instruction packets parsed but not handled yet
-        self._unsent = bytearray()            # replies due already, written together (see _queue_reply)
+        self._unsent: list[bytes] = []        # replies due already, written together (see _queue_reply)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Self:
@@ -314,15 +314,14 @@ class PtyBus(Generic[PacketT, ServoT]):
         write at the end of the instruction or before a wait: every write to a pty hands its bytes to a kernel
         worker, and each hand-over can wait for a busy CPU (a scheduler tick, 4 ms at 250 Hz), so one hand-over
         per transaction instead of one per servo keeps the reply's tail latency near the pty's own."""
-        self._unsent += data
-        self.stats["replies"] += 1
+        self._unsent.append(data)
 
     def _flush(self) -> None:
         """Write the queued replies onto the pty (dropped when nobody reads the port for 0.1 s)."""
         if not self._unsent:
             return
-        data, self._unsent = bytes(self._unsent), bytearray()
-        view = memoryview(data)
+        replies, self._unsent = self._unsent, []
+        view = memoryview(b"".join(replies))
         deadline = time.monotonic() + 0.1
         while view:
             try:
@@ -336,6 +335,7 @@ class PtyBus(Generic[PacketT, ServoT]):
             except OSError:
                 return
             view = view[written:]
+        self.stats["replies"] += len(replies)
 
     @staticmethod
     def _sleep_until(deadline: float) -> None:
