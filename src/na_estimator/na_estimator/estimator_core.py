@@ -24,6 +24,7 @@ from na_common.latency_stats import LatencyStats
 from na_description import JointNameError, RobotSpec
 from na_description.features import FeatureError, HistoryWindow, compute_features
 from na_description.servo_tables import input_voltage_range
+from na_estimator.input_gaps import InputGaps
 from na_estimator.onnx_model import OnnxActuatorModel
 
 # Plausibility bounds of raw inputs (beyond them a reading is treated as corrupt, not estimated on).
@@ -80,14 +81,15 @@ class Counters:
     no_command: int = 0            # no (fresh) JointCommand for the goal features yet
     window_resets: int = 0         # gaps that restarted the history window
     invalid_output: int = 0        # the model produced NaN/inf
+    missed_inputs: int = 0         # ArmStates that never arrived: stamp gaps (a queue overflowed, a driver stalled)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
 
     @property
     def refused(self) -> int:
-        """Inputs not estimated on (window restarts are not refusals)."""
-        return sum(v for k, v in self.as_dict().items() if k not in ("estimates", "window_resets"))
+        """Inputs not estimated on (window restarts and inputs that never arrived are not refusals)."""
+        return sum(v for k, v in self.as_dict().items() if k not in ("estimates", "window_resets", "missed_inputs"))
 
 
 class ContactHysteresis:
@@ -121,6 +123,7 @@ class EstimatorCore:
         self.max_gap = max_gap
         self.contact = ContactHysteresis(contact_on, contact_off)
         self.counters = Counters()
+        self.gaps = InputGaps()
         self.last_refusal = ""                    # why the latest refused input was refused
         self.latency = LatencyStats()
         self._command: np.ndarray | None = None
@@ -227,6 +230,7 @@ class EstimatorCore:
             self._refuse("future_stamp", f"ArmState stamped {arm.stamp - now:.3f} s ahead of this node's clock "
                                          f"(future_tolerance {self.future_tolerance} s)")
             return None
+        self.counters.missed_inputs += self.gaps.observe(arm.stamp)
         if now - arm.stamp > self.stale_timeout:
             self._refuse("stale_input", f"ArmState {now - arm.stamp:.3f} s old on arrival "
                                         f"(stale_timeout {self.stale_timeout} s)")
@@ -280,6 +284,9 @@ class EstimatorCore:
         """Diagnostic level and message: WARN once any input was refused, with the latest reason."""
         refused = self.counters.refused
         message = f"{self.counters.estimates} estimates, {refused} inputs refused"
+        if self.counters.missed_inputs:
+            message += (f", {self.counters.missed_inputs} never arrived ({self.gaps.gaps} gaps, longest "
+                        f"{self.gaps.longest_gap * 1e3:.0f} ms)")
         if refused:
             return WARN, f"{message}; last: {self.last_refusal}"
         return OK, message

@@ -318,3 +318,16 @@ def test_a_new_model_restarts_the_stamp_history(contract_model, model_builder) -
     core.set_model(OnnxActuatorModel(model_builder("other.onnx", seed=3), SPEC, providers=["CPUExecutionProvider"]))
     estimate = core.on_arm_state(arm_input(1.04, rng), now=1.051)                 # before the last stamp, fresh
     assert estimate is not None and estimate.window_fill == 1
+
+
+def test_states_that_never_arrived_are_counted_not_refused(contract_model) -> None:
+    core = make_core(contract_model)
+    rng = np.random.default_rng(8)
+    stamps = [k * PERIOD for k in range(1, 31)] + [0.30 + 0.06 + k * PERIOD for k in range(20)]  # 5 lost
+    for t in stamps:
+        core.on_command(t - 0.001, np.zeros(5), NAMES)
+        assert core.on_arm_state(arm_input(t, rng), now=t + 0.001) is not None
+    assert core.counters.missed_inputs == 5
+    assert core.counters.refused == 0 and core.counters.estimates == len(stamps)
+    level, message = core.status()
+    assert level != WARN and "5 never arrived" in message

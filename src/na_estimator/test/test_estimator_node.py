@@ -238,7 +238,8 @@ def test_every_refusal_branch_over_dds_is_counted_and_never_estimated_on(ros_gra
     assert counters.as_dict() == {"estimates": counters.estimates, "bad_names": 5, "invalid_input": 3 * 10 + 9,
                                   "stale_input": 1, "future_stamp": 3, "out_of_order": 1, "no_command": 0,
                                   "stale_servo": 1,
-                                  "window_resets": counters.window_resets, "invalid_output": 0}
+                                  "window_resets": counters.window_resets, "invalid_output": 0,
+                                  "missed_inputs": counters.missed_inputs}
     assert not set(stamps_of_probes) & {(e.header.stamp.sec, e.header.stamp.nanosec) for e in estimates}
 
     # Names in another order are estimated on (reordered by name), not refused.
