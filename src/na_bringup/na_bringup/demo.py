@@ -252,9 +252,11 @@ class Demo:
         return nad
 
     def train(self, nad: Path) -> Path:
+        from na_training.config import load_config
+
         run_dir = self.out / "train"
-        steps = self.args.train_steps
         config = self.training_config()
+        steps = self.args.train_steps or load_config(config).steps
         self.begin(f"training a small model through MJX on the CPU ({steps} steps, config {config})")
         self.run("train", ["na-train", "fit", "--config", config, "--nad", str(nad), "--out", str(run_dir),
                            "--steps", str(steps), "--seed", str(self.args.seed), "--no-resume", "--quiet"],
@@ -416,7 +418,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "replaced, any other folder is refused)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated episodes and the training")
     parser.add_argument("--episodes", type=int, default=2, help="generated episodes per task (default 2)")
-    parser.add_argument("--train-steps", type=int, default=800, help="training steps (default 800)")
+    parser.add_argument("--train-steps", type=int, default=None,
+                        help="training steps (default: the robot's demo training config's, 800 for demo.yaml and "
+                             "1600 for demo_so101.yaml)")
     parser.add_argument("--live-seconds", type=float, default=20.0,
                         help="seconds of live recording and of each live estimation phase (default 20)")
     parser.add_argument("--quick", action="store_true", help="shorter generated episodes (for CI)")
