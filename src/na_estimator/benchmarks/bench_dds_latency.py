@@ -492,7 +492,8 @@ class Result:
         return {"published": published, "estimated": len(delivered), "refused": refused,
                 "refused_total": sum(refused.values()),
                 "lost": published - len(delivered) - sum(refused.values()),
-                "estimator_counted": int(diagnostics.get("estimates", -1))}
+                "estimator_counted": int(diagnostics.get("estimates", -1)),
+                "never_arrived": int(diagnostics.get("missed_inputs", -1))}
 
     def summary(self) -> str:
         every, _ = self.latencies_ms()
@@ -538,7 +539,8 @@ def format_report(args, source: str, model_text: str, results: list[Result]) -> 
         c, publisher = result.counts(), result.publisher
         refused = ", ".join(f"{k} {v}" for k, v in c["refused"].items()) or "? (no estimator counters)"
         lines.append(f"{result.config.label}: refused by reason: {refused}; the estimator counted "
-                     f"{c['estimator_counted']} estimates; publisher mean rate {publisher['rate_hz']:.2f} Hz, "
+                     f"{c['estimator_counted']} estimates and {c['never_arrived']} states that never reached it "
+                     f"(stamp gaps); publisher mean rate {publisher['rate_hz']:.2f} Hz, "
                      f"{publisher['skipped']} slots skipped while it was stalled, tick lateness p99 "
                      f"{publisher['late_p99_ms']:.2f} ms"
                      + ("" if result.subscriber["final_diagnostics"] else
