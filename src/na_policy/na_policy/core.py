@@ -8,7 +8,12 @@ kept as they arrive.
 Start: from the first state, the arm is moved to the policy's start pose (where its demonstrations began)
 along a minimum-jerk blend of ``start_duration`` s and held there ``start_settle`` s; the policy acts after
 that. A force policy tares the estimator's force: the median of what the estimator said while the arm rested
-at the start pose (or its latest value if it said nothing then); it sees the force minus that.
+at the start pose; it sees the force minus that. The tare needs ``start_settle`` s of such estimates, leaving
+out the estimator's first ``estimator_warmup`` s: a freshly started estimator's history window is mostly
+padding, and its first estimates read about 0 N whatever the arm holds (replayed on recorded demonstrations:
+0.0 N for 6-8 states where the settled estimate is -1.9 to -4.4 N). An estimator first heard after the settle
+therefore keeps the arm at the start pose until it has said enough; tared on its first estimate, a force
+policy saw every force several newtons too low and pressed too hard.
 
 Safety, in this order:
 * names: a state whose joint names differ from the policy's is refused (hold);
@@ -52,6 +57,7 @@ class SafetyConfig:
     estimator_timeout: float = 1.0   # s without estimator output after it was heard: stop and hold
     start_duration: float = 2.0      # s, blend from the first measured pose to the policy's start pose
     start_settle: float = 0.5        # s held at the start pose after the blend (the estimator settles; tare)
+    estimator_warmup: float = 0.25   # s of the estimator's first output not used for the tare (padded history)
     protective_stop: ProtectiveStopConfig = field(default_factory=ProtectiveStopConfig)   # off by default
     gripper_index: int | None = None  # the gripper motor: a protective stop keeps its goal
 
@@ -72,6 +78,8 @@ class PolicyCore:
         self.force: np.ndarray | None = None
         self.tare: np.ndarray | None = None      # the estimator's force at rest at the start pose (features.py)
         self._tare_samples: list[np.ndarray] = []
+        self._tare_since: float | None = None     # local time of the first estimate used for the tare
+        self.first_force_received: float | None = None
         self.contact: float | None = None
         self.force_received = -math.inf       # s, local monotonic clock
         self.contact_received = -math.inf
@@ -94,13 +102,23 @@ class PolicyCore:
         if value.shape == (3,) and np.all(np.isfinite(value)):
             self.force, self.force_received = value, time.monotonic() if now is None else now
             self.protective_stop.update(value, self.force_received)     # the untared force: what the arm feels
-            if self.settling:
+            if self.first_force_received is None:
+                self.first_force_received = self.force_received
+            warmed_up = self.force_received - self.first_force_received >= self.safety.estimator_warmup
+            if self.settling and warmed_up:
+                self._tare_since = self.force_received if self._tare_since is None else self._tare_since
                 self._tare_samples.append(value)
 
     @property
     def settling(self) -> bool:
         """The arm rests at the start pose (after the move, before the first action): the tare window."""
-        return self.blend is not None and self._blend_done and not self.started
+        return self.blend is not None and self._blend_done and self.tare is None and self.actions == 0
+
+    def _tare_ready(self, now: float) -> bool:
+        """``start_settle`` s of estimates past the warm-up were taken at rest at the start pose."""
+        if self._tare_since is None:
+            return self.safety.start_settle <= 0 and self.safety.estimator_warmup <= 0 and self.force is not None
+        return now - self._tare_since >= self.safety.start_settle - 1e-6
 
     def on_contact(self, probability: float, now: float | None = None) -> None:
         if math.isfinite(probability):
@@ -166,6 +184,9 @@ class PolicyCore:
                 return self._hold(position, ERROR, self.stopped_reason)
             self.heard_estimator = True
             if self.tare is None:
+                if not self._tare_ready(now):
+                    self.level, self.message = OK, "at the start pose: taring the estimator's force"
+                    return self._emit(self.last_command, False, 0.0, False)     # the start pose, held
                 samples = self._tare_samples or [self.force]
                 self.tare = np.median(np.asarray(samples), axis=0)
         force = None if self.force is None or self.tare is None else self.force - self.tare

@@ -45,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "estimator_timeout": 1.0,
     "start_duration": 2.0,
     "start_settle": 0.5,
+    "estimator_warmup": 0.25,
     "watchdog_period": 0.05,
     "diagnostics_period": 1.0,
     "executor": "events",
@@ -59,6 +60,7 @@ DESCRIPTIONS = {
     "estimator_timeout": "s without /estimator/force or /estimator/contact after they were heard: stop and hold",
     "start_duration": "s, move from the first measured pose to the policy's start pose before acting",
     "start_settle": "s held at the start pose after the move (a force policy tares the estimator's force then)",
+    "estimator_warmup": "s of the estimator's first output left out of the tare (its history window starts padded)",
     "watchdog_period": "s between checks for a silent follower",
     "diagnostics_period": "s between /diagnostics messages",
     **protective_stop_params.DESCRIPTIONS,
@@ -89,7 +91,8 @@ class PolicyNode(Node):
                                                     state_timeout=p["state_timeout"],
                                                     estimator_timeout=p["estimator_timeout"],
                                                     start_duration=p["start_duration"],
-                                                    start_settle=p["start_settle"], protective_stop=stop,
+                                                    start_settle=p["start_settle"],
+                                                    estimator_warmup=p["estimator_warmup"], protective_stop=stop,
                                                     gripper_index=self.spec.gripper_index))
         self.latency = LatencyStats()          # state callback entered -> command published
         self.inference = LatencyStats()

@@ -14,7 +14,8 @@ POSE = np.array([0.0, 0.15, -0.46, 1.66, -0.26])     # the hand-made policies' s
 
 
 def make_core(policy, **safety) -> PolicyCore:
-    config = SafetyConfig(lower=LOWER, upper=UPPER, **({"start_duration": 0.0, "start_settle": 0.0} | safety))
+    instant = {"start_duration": 0.0, "start_settle": 0.0, "estimator_warmup": 0.0}
+    config = SafetyConfig(lower=LOWER, upper=UPPER, **(instant | safety))
     return PolicyCore(policy, config)
 
 
@@ -126,6 +127,31 @@ def test_tare_is_the_median_at_rest_at_the_start_pose(make_policy) -> None:
         core.on_contact(0.9, now=t)
         core.on_state(t, NAMES, POSE, now=t, clock=t)
     np.testing.assert_allclose(seen[-1][5:8], [0.0, 0.0, 8.0])
+
+
+def test_an_estimator_heard_late_is_tared_on_its_settled_estimates(make_policy) -> None:
+    """The estimator starts after the settle: its first estimates (padded history) read 0 N although the arm
+    holds an object (-3 N); the policy keeps the start pose until it has 0.5 s of estimates past 0.25 s of
+    warm-up and then sees the object's weight tared away."""
+    policy = make_policy(delta=0.01)
+    seen = []
+    original = policy.act_chunk
+    policy.act_chunk = lambda obs: seen.append(obs.copy()) or original(obs)
+    core = make_core(policy, start_duration=0.2, start_settle=0.5, estimator_warmup=0.25)
+    for k in range(200):                                     # 2 s at 100 Hz; the estimator from 1.0 s
+        t = k / 100.0
+        if t >= 1.0:
+            heard = t - 1.0
+            core.on_force((0.0, 0.0, 0.0 if heard < 0.08 else -3.0), now=t)
+            core.on_contact(0.1, now=t)
+        decision = core.on_state(t, NAMES, POSE, now=t, clock=t)
+        if decision is not None and decision.acted:
+            first_action = t
+            break
+    else:
+        raise AssertionError("the policy never acted")
+    assert first_action >= 1.0 + 0.25 + 0.5 - 0.02
+    np.testing.assert_allclose(seen[0][5:8], [0.0, 0.0, 0.0], atol=1e-9)
 
 
 def test_proprio_policy_needs_no_estimator(make_policy) -> None:
