@@ -13,7 +13,9 @@ out the estimator's first ``estimator_warmup`` s: a freshly started estimator's 
 padding, and its first estimates read about 0 N whatever the arm holds (replayed on recorded demonstrations:
 0.0 N for 6-8 states where the settled estimate is -1.9 to -4.4 N). An estimator first heard after the settle
 therefore keeps the arm at the start pose until it has said enough; tared on its first estimate, a force
-policy saw every force several newtons too low and pressed too hard.
+policy saw every force several newtons too low and pressed too hard. For the same reason, when the estimator
+is heard again after a gap longer than ``estimator_gap`` (its ``max_gap``: it restarted its window), a force
+policy holds its last command for ``estimator_warmup`` s before it acts on the force again.
 
 Safety, in this order:
 * names: a state whose joint names differ from the policy's is refused (hold);
@@ -58,6 +60,7 @@ class SafetyConfig:
     start_duration: float = 2.0      # s, blend from the first measured pose to the policy's start pose
     start_settle: float = 0.5        # s held at the start pose after the blend (the estimator settles; tare)
     estimator_warmup: float = 0.25   # s of the estimator's first output not used for the tare (padded history)
+    estimator_gap: float = 0.1       # s between estimates that means the estimator restarted its window
     protective_stop: ProtectiveStopConfig = field(default_factory=ProtectiveStopConfig)   # off by default
     gripper_index: int | None = None  # the gripper motor: a protective stop keeps its goal
 
@@ -80,6 +83,9 @@ class PolicyCore:
         self._tare_samples: list[np.ndarray] = []
         self._tare_since: float | None = None     # local time of the first estimate used for the tare
         self.first_force_received: float | None = None
+        self.estimator_back: float | None = None   # local time the estimator was heard again after a gap
+        self.estimator_restarts = 0
+        self._last_force_time: float | None = None  # stamp (or arrival time) of the latest force
         self.contact: float | None = None
         self.force_received = -math.inf       # s, local monotonic clock
         self.contact_received = -math.inf
@@ -97,14 +103,22 @@ class PolicyCore:
         self._stop_held = False                              # the hold pose of the latched stop is set
 
     # -- inputs -------------------------------------------------------------------------------
-    def on_force(self, force: Sequence[float], now: float | None = None) -> None:
+    def on_force(self, force: Sequence[float], now: float | None = None, stamp: float | None = None) -> None:
+        """The estimator's force; ``stamp``: its header stamp (s), that of the follower state it was estimated
+        on, so that a gap between two stamps is the gap the estimator's window saw (else arrival times)."""
         value = np.asarray(force, dtype=float)
         if value.shape == (3,) and np.all(np.isfinite(value)):
+            previous = self._last_force_time
             self.force, self.force_received = value, time.monotonic() if now is None else now
+            self._last_force_time = self.force_received if stamp is None else stamp
+            if previous is not None and self._last_force_time - previous > self.safety.estimator_gap:
+                self.estimator_back = self.force_received
+                self.estimator_restarts += 1
             self.protective_stop.update(value, self.force_received)     # the untared force: what the arm feels
             if self.first_force_received is None:
                 self.first_force_received = self.force_received
-            warmed_up = self.force_received - self.first_force_received >= self.safety.estimator_warmup
+            since = self.first_force_received if self.estimator_back is None else self.estimator_back
+            warmed_up = self.force_received - since >= self.safety.estimator_warmup
             if self.settling and warmed_up:
                 self._tare_since = self.force_received if self._tare_since is None else self._tare_since
                 self._tare_samples.append(value)
@@ -189,6 +203,10 @@ class PolicyCore:
                     return self._emit(self.last_command, False, 0.0, False)     # the start pose, held
                 samples = self._tare_samples or [self.force]
                 self.tare = np.median(np.asarray(samples), axis=0)
+            if self.estimator_back is not None and self.actions and \
+                    now - self.estimator_back < self.safety.estimator_warmup:
+                return self._hold(position, WARN, "holding: the estimator restarted after a gap in its output "
+                                                  "(its first estimates read about 0 N)")
         force = None if self.force is None or self.tare is None else self.force - self.tare
         obs = observation(self.policy.variant, position, force, self.contact)
         started = time.perf_counter()

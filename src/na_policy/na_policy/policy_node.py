@@ -46,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "start_duration": 2.0,
     "start_settle": 0.5,
     "estimator_warmup": 0.25,
+    "estimator_gap": 0.1,
     "watchdog_period": 0.05,
     "diagnostics_period": 1.0,
     "executor": "events",
@@ -61,6 +62,8 @@ DESCRIPTIONS = {
     "start_duration": "s, move from the first measured pose to the policy's start pose before acting",
     "start_settle": "s held at the start pose after the move (a force policy tares the estimator's force then)",
     "estimator_warmup": "s of the estimator's first output left out of the tare (its history window starts padded)",
+    "estimator_gap": "s between estimates after which the estimator restarted its window (its max_gap): a force "
+                     "policy then holds for estimator_warmup s",
     "watchdog_period": "s between checks for a silent follower",
     "diagnostics_period": "s between /diagnostics messages",
     **protective_stop_params.DESCRIPTIONS,
@@ -92,7 +95,8 @@ class PolicyNode(Node):
                                                     estimator_timeout=p["estimator_timeout"],
                                                     start_duration=p["start_duration"],
                                                     start_settle=p["start_settle"],
-                                                    estimator_warmup=p["estimator_warmup"], protective_stop=stop,
+                                                    estimator_warmup=p["estimator_warmup"],
+                                                    estimator_gap=p["estimator_gap"], protective_stop=stop,
                                                     gripper_index=self.spec.gripper_index))
         self.latency = LatencyStats()          # state callback entered -> command published
         self.inference = LatencyStats()
@@ -116,7 +120,7 @@ class PolicyNode(Node):
 
     def _on_force(self, msg: WrenchStamped) -> None:
         f = msg.wrench.force
-        self.core.on_force((f.x, f.y, f.z))
+        self.core.on_force((f.x, f.y, f.z), stamp=stamp_seconds(msg.header.stamp))
 
     def _on_contact(self, msg: Contact) -> None:
         self.core.on_contact(msg.probability)
@@ -169,6 +173,7 @@ class PolicyNode(Node):
         core = self.core
         values = {"variant": core.policy.variant, "commands": core.commands, "actions": core.actions,
                   "holds": core.holds, "clamped": core.clamps, "refused": core.refused,
+                  "estimator_restarts": core.estimator_restarts,
                   "command_rate_hz": core.commands / max(time.monotonic() - self._started, 1e-9),
                   "latency_p50_ms": self.latency.percentile(50) * 1e3,
                   "latency_p99_ms": self.latency.percentile(99) * 1e3,

@@ -154,6 +154,38 @@ def test_an_estimator_heard_late_is_tared_on_its_settled_estimates(make_policy) 
     np.testing.assert_allclose(seen[0][5:8], [0.0, 0.0, 0.0], atol=1e-9)
 
 
+def test_after_a_gap_in_the_estimator_the_policy_holds_through_its_warm_up(make_policy) -> None:
+    """A 0.3 s gap in the estimator's output (it restarted its window): its next estimates read 0 N while the
+    tool presses with 8 N. The policy holds its last command until 0.25 s after the estimator is back."""
+    policy = make_policy(delta=0.01)
+    core = make_core(policy, estimator_warmup=0.25, estimator_gap=0.1)
+    acted_at = []
+    for k in range(150):                                       # 1.5 s at 100 Hz; no estimate in [0.5, 0.8)
+        t = k / 100.0
+        if not 0.5 <= t < 0.8:
+            back = t - 0.8
+            core.on_force((0.0, 0.0, 0.0 if 0.0 <= back < 0.08 else 8.0), now=t)
+            core.on_contact(0.9, now=t)
+        decision = core.on_state(t, NAMES, POSE, now=t, clock=t)
+        if decision is not None and decision.acted:
+            acted_at.append(t)
+    assert any(t < 0.5 for t in acted_at)                      # it acted before the gap
+    after = [t for t in acted_at if t >= 0.8]                  # (within estimator_timeout it acts on the last force)
+    assert after and min(after) >= 0.8 + 0.25 - 0.02           # not on the restarted estimator's first output
+    assert core.estimator_restarts == 1
+
+
+def test_estimates_delivered_late_in_a_burst_are_not_a_restart(make_policy) -> None:
+    """The policy's own process paused: estimates with consecutive stamps arrive 0.2 s apart in arrival time.
+    Their stamps say the estimator's window never restarted, so the policy does not hold for a warm-up."""
+    core = make_core(make_policy(delta=0.01), estimator_warmup=0.25, estimator_gap=0.1)
+    core.on_force((0.0, 0.0, 3.0), now=1.0, stamp=10.00)
+    core.on_force((0.0, 0.0, 3.0), now=1.2, stamp=10.01)
+    assert core.estimator_restarts == 0
+    core.on_force((0.0, 0.0, 3.0), now=1.21, stamp=10.2)     # a real gap in the stamps
+    assert core.estimator_restarts == 1
+
+
 def test_proprio_policy_needs_no_estimator(make_policy) -> None:
     core = make_core(make_policy(variant="proprio"))
     assert any(d.acted for _, d in feed(core, 0.3, estimator=False))
