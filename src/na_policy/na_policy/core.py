@@ -10,8 +10,9 @@ along a minimum-jerk blend of ``start_duration`` s and held there ``start_settle
 that. A force policy tares the estimator's force: the median of what the estimator said while the arm rested
 at the start pose; it sees the force minus that. The tare needs ``start_settle`` s of such estimates, leaving
 out the estimator's first ``estimator_warmup`` s: a freshly started estimator's history window is mostly
-padding, and its first estimates read about 0 N whatever the arm holds (replayed on recorded demonstrations:
-0.0 N for 6-8 states where the settled estimate is -1.9 to -4.4 N). An estimator first heard after the settle
+padding, and its first estimates mostly read near 0 N whatever the arm holds (12 recorded demonstrations
+replayed from 1 s in: in 8 the first 5-8 estimates stayed near 0 N, or well short of it, where the settled
+estimate was -1.1 to -4.2 N or +8.4 N). An estimator first heard after the settle
 therefore keeps the arm at the start pose until it has said enough; tared on its first estimate, a force
 policy saw every force several newtons too low and pressed too hard. For the same reason, when the estimator
 is heard again after a gap longer than ``estimator_gap`` (its ``max_gap``: it restarted its window), a force
