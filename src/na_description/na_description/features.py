@@ -24,6 +24,7 @@ from na_description import RobotSpec, load_spec
 
 SCHEMA_VERSION = "na-features/1"
 HISTORY_LENGTH = 9            # 8 past frames + the current one (paper Sec. III-D)
+WINDOW_MAX_GAP_S = 0.1        # a longer gap between two frames' stamps restarts a HistoryWindow (padded again)
 NORMALISED_CLIP = 10.0        # z-scores are clipped to +-10 (docs/REFERENCES.md, Authors' setup)
 METRES_TO_MM = 1000.0         # slide features are in mm (paper kappa_g = 1000)
 
@@ -216,7 +217,7 @@ class HistoryWindow:
     calls :meth:`reset`) filled with the pad frame, exactly like :func:`history_windows` at an
     episode start."""
 
-    def __init__(self, pad_frame: np.ndarray, length: int = HISTORY_LENGTH, max_gap: float = 0.1) -> None:
+    def __init__(self, pad_frame: np.ndarray, length: int = HISTORY_LENGTH, max_gap: float = WINDOW_MAX_GAP_S) -> None:
         if length < 1:
             raise FeatureError("history length must be at least 1")
         self.pad_frame = np.asarray(pad_frame, dtype=float)

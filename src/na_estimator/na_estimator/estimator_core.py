@@ -22,7 +22,7 @@ import numpy as np
 from na_common.diagnostics import OK, WARN, Level
 from na_common.latency_stats import LatencyStats
 from na_description import JointNameError, RobotSpec
-from na_description.features import FeatureError, HistoryWindow, compute_features
+from na_description.features import WINDOW_MAX_GAP_S, FeatureError, HistoryWindow, compute_features
 from na_description.servo_tables import input_voltage_range
 from na_estimator.input_gaps import InputGaps
 from na_estimator.onnx_model import OnnxActuatorModel
@@ -112,7 +112,7 @@ class EstimatorCore:
     """Strictly causal, event-driven: one estimate per valid follower state, none from bad input."""
 
     def __init__(self, model: OnnxActuatorModel, spec: RobotSpec, *, stale_timeout: float = 0.1,
-                 future_tolerance: float = 0.02, command_timeout: float = 0.5, max_gap: float = 0.1,
+                 future_tolerance: float = 0.02, command_timeout: float = 0.5, max_gap: float = WINDOW_MAX_GAP_S,
                  contact_on: float = 0.6, contact_off: float = 0.4) -> None:
         if not future_tolerance >= 0.0:
             raise ValueError(f"future_tolerance must be >= 0 s, got {future_tolerance}")

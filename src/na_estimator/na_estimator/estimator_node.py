@@ -34,6 +34,7 @@ from na_common.ros_node import (
 )
 from na_common.stamps import stamp_seconds
 from na_description import SpecError, load_spec
+from na_description.features import WINDOW_MAX_GAP_S
 from na_description.model import Kinematics
 from na_description.spec import DEFAULT_ROBOT
 from na_estimator.condition_status import ConditionStatus
@@ -56,7 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "stale_timeout": 0.1,
     "future_tolerance": 0.02,
     "command_timeout": 0.5,
-    "max_gap": 0.1,
+    "max_gap": WINDOW_MAX_GAP_S,
     "contact_threshold_on": 0.6,
     "contact_threshold_off": 0.4,
     "frame_id": "world",

@@ -46,6 +46,7 @@ import numpy as np
 
 from na_common.diagnostics import ERROR, OK, WARN
 from na_common.protective_stop import ProtectiveStopConfig, ProtectiveStopMonitor, hold_pose
+from na_description.features import WINDOW_MAX_GAP_S
 from na_policy.features import observation, uses_estimator
 from na_policy.policy_file import Policy
 
@@ -61,7 +62,7 @@ class SafetyConfig:
     start_duration: float = 2.0      # s, blend from the first measured pose to the policy's start pose
     start_settle: float = 0.5        # s held at the start pose after the blend (the estimator settles; tare)
     estimator_warmup: float = 0.25   # s of the estimator's first output not used for the tare (padded history)
-    estimator_gap: float = 0.1       # s between estimates that means the estimator restarted its window
+    estimator_gap: float = WINDOW_MAX_GAP_S   # s between estimates' stamps: the estimator restarted its window
     protective_stop: ProtectiveStopConfig = field(default_factory=ProtectiveStopConfig)   # off by default
     gripper_index: int | None = None  # the gripper motor: a protective stop keeps its goal
 
@@ -83,9 +84,8 @@ class PolicyCore:
         self.tare: np.ndarray | None = None      # the estimator's force at rest at the start pose (features.py)
         self._tare_samples: list[np.ndarray] = []
         self._tare_since: float | None = None     # local time of the first estimate used for the tare
-        self.first_force_received: float | None = None
-        self.estimator_back: float | None = None   # local time the estimator was heard again after a gap
-        self.estimator_restarts = 0
+        self._window_since: float | None = None    # local time the estimator's window (re)started: first heard or
+        self.estimator_restarts = 0                #   heard again after a gap
         self._last_force_time: float | None = None  # stamp (or arrival time) of the latest force
         self.contact: float | None = None
         self.force_received = -math.inf       # s, local monotonic clock
@@ -112,14 +112,11 @@ class PolicyCore:
             previous = self._last_force_time
             self.force, self.force_received = value, time.monotonic() if now is None else now
             self._last_force_time = self.force_received if stamp is None else stamp
-            if previous is not None and self._last_force_time - previous > self.safety.estimator_gap:
-                self.estimator_back = self.force_received
-                self.estimator_restarts += 1
+            if previous is None or self._last_force_time - previous > self.safety.estimator_gap:
+                self._window_since = self.force_received
+                self.estimator_restarts += int(previous is not None)
             self.protective_stop.update(value, self.force_received)     # the untared force: what the arm feels
-            if self.first_force_received is None:
-                self.first_force_received = self.force_received
-            since = self.first_force_received if self.estimator_back is None else self.estimator_back
-            warmed_up = self.force_received - since >= self.safety.estimator_warmup
+            warmed_up = self.force_received - self._window_since >= self.safety.estimator_warmup
             if self.settling and warmed_up:
                 self._tare_since = self.force_received if self._tare_since is None else self._tare_since
                 self._tare_samples.append(value)
@@ -204,8 +201,7 @@ class PolicyCore:
                     return self._emit(self.last_command, False, 0.0, False)     # the start pose, held
                 samples = self._tare_samples or [self.force]
                 self.tare = np.median(np.asarray(samples), axis=0)
-            if self.estimator_back is not None and self.actions and \
-                    now - self.estimator_back < self.safety.estimator_warmup:
+            if self.actions and now - self._window_since < self.safety.estimator_warmup:
                 return self._hold(position, WARN, "holding: the estimator restarted after a gap in its output "
                                                   "(its first estimates read about 0 N)")
         force = None if self.force is None or self.tare is None else self.force - self.tare

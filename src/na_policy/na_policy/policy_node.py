@@ -31,6 +31,7 @@ from na_common.ros_node import (
 )
 from na_common.stamps import stamp_seconds
 from na_description import load_spec
+from na_description.features import WINDOW_MAX_GAP_S
 from na_msgs.msg import ArmState, Contact, JointCommand
 from na_policy.core import PolicyCore, SafetyConfig
 from na_policy.policy_file import PolicyFileError, load_policy
@@ -46,7 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "start_duration": 2.0,
     "start_settle": 0.5,
     "estimator_warmup": 0.25,
-    "estimator_gap": 0.1,
+    "estimator_gap": WINDOW_MAX_GAP_S,
     "watchdog_period": 0.05,
     "diagnostics_period": 1.0,
     "executor": "events",
