@@ -8,6 +8,11 @@ with the bus processes under SCHED_FIFO (the rig's default) and once with normal
 prints p50/p99/max and the cycles with a reply missing (50 ms). This client asks for SCHED_FIFO
 (priority 50, as the driver's bus loop) so that its own scheduling does not count against the rig.
 
+It also times the emulator's own work for one Sync Read in this process, before any load starts: the bus
+built as a rig's bus process builds it (the family's emulator, shared tables with a physics side), the
+instruction parsed and answered and the tables handed back, with no pty and warm caches. What the host sees
+above that and the floor is scheduling.
+
 First it measures the floor that the host's kernel sets: the same exchange with a minimal process at
 SCHED_FIFO 60 that answers every instruction at once with the same number of status bytes over a
 pseudo-terminal (no emulator, no physics). A pty passes bytes through kernel workers that run at
@@ -43,6 +48,8 @@ from na_description import load_spec, sts3215, xm430
 from na_sim import protocol0, protocol2
 from na_sim.child_process import take_realtime
 from na_sim.rig_config import robot_name
+from na_sim.shared_tables import BusSide, PhysicsSide
+from na_sim.sim_family import sim_family
 
 PERIOD_S = 0.01
 REPLY_TIMEOUT_S = 0.05
@@ -97,6 +104,45 @@ def pty_floor(setup: bytes, packet: bytes, protocol, servo_ids: list[int], state
         os.kill(child, 9)
         os.waitpid(child, 0)
         os.close(master)
+
+
+def emulator_work(robot: str, packet: bytes, setup: bytes, calls: int = 3000) -> float:
+    """Mean seconds of the emulator's own work per ``packet`` (see the module docstring): parse, answer (the
+    replies are collected, not written) and the tables handed to the physics side."""
+    spec = load_spec(robot)
+    family = sim_family("sts3215" if spec.servo_model == "STS3215" else "xm430", spec)
+    physics = [family.make_registers(servo_id) for servo_id in spec.servo_ids]
+    link = PhysicsSide(physics, family.physics_bytes, family.error_bytes, family.clock_bytes)
+    try:
+        link.push(0.0, 0)
+        tables = []
+        for servo_id, source in zip(spec.servo_ids, physics, strict=True):
+            table = family.make_registers(servo_id)
+            table.store_block(0, source.snapshot())
+            tables.append(table)
+        side = BusSide(link.channels, tables)
+        bus = family.make_bus(tables, baud_rate=spec.baud_rate, wire_time=False, faults=None, on_read=side.on_read,
+                              after_packets=side.after_packets, on_reboot=side.on_reboot)
+        side.stats = bus.stats
+        bus._flush = bus._unsent.clear                  # no pty: the replies are built and dropped
+        bus._host_is_sending = lambda: False
+        try:
+            def one(data: bytes) -> None:
+                bus._handle_all(bus._parser.feed(data))
+                bus._between_packets()
+                side.after_packets()
+
+            one(setup)
+            for _ in range(200):
+                one(packet)
+            start = time.perf_counter()
+            for _ in range(calls):
+                one(packet)
+            return (time.perf_counter() - start) / calls
+        finally:
+            side.close()
+    finally:
+        link.close()
 
 
 def start_rig(robot: str, priority: int, info: Path, log: Path) -> subprocess.Popen:
@@ -198,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     robot = robot_name(args.robot)
     spec = load_spec(robot)
     setup, packet, protocol = bus_packets(robot, list(spec.servo_ids))
+    work = emulator_work(robot, packet, setup)
+    print(f"emulator work per Sync Read of {len(spec.servo_ids)} servos, in this process (no pty, warm caches, before "
+          f"any load): {work * 1e6:.0f} us", flush=True)
     try:
         # Reset on fork: the CPU-bound processes and the rig started below must not inherit real-time priority (a
         # busy loop at SCHED_FIFO would starve the kernel's pty workers and every normal process, the rig's included).
