@@ -41,6 +41,15 @@ def run_onnx(path, windows: np.ndarray) -> dict[str, np.ndarray]:
     return dict(zip(OUTPUT_NAMES, values, strict=True))
 
 
+def run_onnx_one_by_one(path, windows: np.ndarray) -> dict[str, np.ndarray]:
+    """ONNX Runtime directly, one window per run on one intra-op thread: how the estimator runs a model."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    runs = [session.run(list(OUTPUT_NAMES), {INPUT_NAME: np.asarray(w[None], np.float32)}) for w in windows]
+    return {name: np.concatenate([run[k] for run in runs]) for k, name in enumerate(OUTPUT_NAMES)}
+
+
 @pytest.fixture(scope="module")
 def trained_like(synthetic_episodes):
     config = config_from_dict({"model": {"d_model": 16, "num_heads": 2, "d_ff": 32, "num_blocks": 1,
@@ -119,6 +128,23 @@ def test_the_written_variant_is_the_fastest_that_matches_jax(exported):
             np.max(np.abs(outputs["contact_prob"] - reference["contact_prob"])) <= CONTACT_LIMIT
         assert within or not check["passed"], check
     assert any(report.variant in line for line in report.lines())
+
+
+def test_each_variant_is_checked_one_window_at_a_time_as_the_estimator_runs_it(exported):
+    """A dynamically quantised graph takes its int8 scales from the whole input, so a batch of windows is answered
+    otherwise than one window: the recorded error must be the one-window error, which the estimator will see."""
+    model, _, report, real = exported
+    reference = jax_outputs(model, real)
+    checks = {c["name"]: c for c in json.loads(read_metadata(report.path)["variant_checks"])}
+    dynamic = run_onnx(report.kept["int8-dynamic"], real)["force"]
+    alone = run_onnx_one_by_one(report.kept["int8-dynamic"], real)["force"]
+    assert np.max(np.abs(dynamic - alone)) > 1e-6          # the batch really answers otherwise here
+    for name, check in checks.items():
+        if name == "fp32":
+            continue
+        force = run_onnx_one_by_one(report.kept[name], real)["force"]
+        assert check["force_max_abs_diff_n"] == pytest.approx(float(np.max(np.abs(force - reference["force"]))),
+                                                              rel=1e-4, abs=1e-7), name
 
 
 def test_every_variant_that_passes_is_kept_in_one_package_the_estimator_chooses_from(exported, tmp_path,
