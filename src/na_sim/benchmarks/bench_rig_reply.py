@@ -47,7 +47,7 @@ from na_common.machine import machine_line
 from na_description import load_spec, sts3215, xm430
 from na_sim import protocol0, protocol2
 from na_sim.child_process import take_realtime
-from na_sim.rig_config import robot_name
+from na_sim.rig_config import RigConfig, rig_config_for, robot_name
 from na_sim.shared_tables import BusSide, PhysicsSide
 from na_sim.sim_family import sim_family
 
@@ -110,7 +110,7 @@ def emulator_work(robot: str, packet: bytes, setup: bytes, calls: int = 3000) ->
     """Mean seconds of the emulator's own work per ``packet`` (see the module docstring): parse, answer (the
     replies are collected, not written) and the tables handed to the physics side."""
     spec = load_spec(robot)
-    family = sim_family("sts3215" if spec.servo_model == "STS3215" else "xm430", spec)
+    family = sim_family(RigConfig.from_yaml(rig_config_for(robot)).servo_family, spec)   # as the rig picks it
     physics = [family.make_registers(servo_id) for servo_id in spec.servo_ids]
     link = PhysicsSide(physics, family.physics_bytes, family.error_bytes, family.clock_bytes)
     try:

@@ -166,7 +166,7 @@ def onnx_outputs(path: str | Path, windows: np.ndarray) -> dict[str, np.ndarray]
     """The graph's outputs for ``windows`` [n, L, F], one window per run, as the estimator runs it.
 
     One at a time, not as one batch: a dynamically quantised graph computes each activation's int8 scale over
-    the whole input tensor, so a batch of windows gets other scales, and other errors, than a single window
+    the whole input tensor, so a batch of windows gets other scales, and other errors, than a single window.
     On one intra-op thread, as the estimator's default. (A trained paper-sized model's int8-mixed variant was
     4.0e-3 N off JAX as one batch of 2,176 windows on every core, 8.4e-3 N as one batch on one thread, and its
     int8-dynamic variant 0.94 N as one batch, 0.20 N one window at a time.)"""
