@@ -74,10 +74,15 @@ class SimConfig:
     unroll_substeps: int = 1               # lax.scan unroll of the substeps of one frame
     unroll_frames: int = 1                 # lax.scan unroll of the frames of a rollout
     initial_position_noise: float = 0.15   # rad, uniform on the arm joints' initial simulated position (training only)
+    # PD position actuators (the Panda's): the surrogate is their joint target ("absolute", the paper's
+    # simulator-control surrogate as is) or an offset the rollout adds to the recorded command at t ("offset").
+    # Torque actuators ignore it.
+    position_control: str = "absolute"
 
 
 RECIPES = ("rollout", "hybrid")
 GATE_TARGETS = ("contact", "force_threshold")
+POSITION_CONTROLS = ("absolute", "offset")
 
 
 @dataclass(frozen=True)
@@ -223,6 +228,9 @@ def validate(config: TrainConfig, where: str = "config") -> None:
         problems.append(f"loss.force_channels must name some of x, y, z, got {list(config.loss.force_channels)}")
     if any(w <= 0 for w in config.loss.joint_weights):
         problems.append("loss.joint_weights must be positive")
+    if config.sim.position_control not in POSITION_CONTROLS:
+        problems.append(f"sim.position_control must be one of {list(POSITION_CONTROLS)}, "
+                        f"got {config.sim.position_control!r}")
     if config.recipe not in RECIPES:
         problems.append(f"recipe must be one of {list(RECIPES)}, got {config.recipe!r}")
     hybrid = config.hybrid

@@ -22,7 +22,7 @@ from flax import nnx
 
 from na_description import RobotSpec, load_spec
 from na_description.features import compute_features
-from na_description.model import joint_dof_indices, joint_qpos_indices, load_model
+from na_description.model import is_position_actuator, joint_dof_indices, joint_qpos_indices, load_model
 from na_training.batches import RECORDED_INPUTS
 from na_training.config import SimConfig
 
@@ -62,6 +62,11 @@ class ArmSimulator:
         # the joint ranges for PD position actuators (the Panda's, whose control is a joint target).
         self.control_lower = np.asarray(model.actuator_ctrlrange[np.asarray(self.actuator_index), 0])
         self.control_upper = np.asarray(model.actuator_ctrlrange[np.asarray(self.actuator_index), 1])
+        # With sim.position_control "offset" the surrogate of a position actuator is added to the recorded
+        # command at t (in the actuator's coordinate: arm joints rad, a prismatic gripper's slide m), so that an
+        # untrained head already follows the command and training learns only the correction.
+        position = np.array([is_position_actuator(model, int(a)) for a in np.asarray(self.actuator_index)])
+        self.offset_channels = position if self.config.position_control == "offset" else np.zeros_like(position)
         self._blank = mjx.make_data(self.mjx_model, device=device)
         self.dtype = self._blank.qpos.dtype
 
@@ -77,9 +82,26 @@ class ArmSimulator:
         return jnp.clip(torque, jnp.asarray(self.control_lower, dtype=torque.dtype),
                         jnp.asarray(self.control_upper, dtype=torque.dtype))
 
-    def advance(self, data: mjx.Data, torque: jax.Array) -> mjx.Data:
-        """One data frame: ``substeps`` MuJoCo steps with the clipped torque held, joint velocity clipped."""
-        ctrl = data.ctrl.at[self.actuator_index].set(self.clip_torque(torque).astype(self.dtype))
+    def command_targets(self, command: jax.Array) -> jax.Array:
+        """The recorded command ``[..., n]`` (arm rad, gripper servo angle) in the actuators' coordinates:
+        arm joints as they are, the gripper angle through the spec's linear gripper map to the slide (m)."""
+        grip, n_arm = self.spec.gripper, self.spec.n_arm
+        slide = grip.slide_points[0] + (command[..., n_arm:] - grip.angle_points[0]) * grip.slope
+        return jnp.concatenate([command[..., :n_arm], slide], axis=-1)
+
+    def control(self, surrogate: jax.Array, command: jax.Array | None = None) -> jax.Array:
+        """The actuators' control from the surrogate: offset channels add the command at t (see __init__)."""
+        if command is not None and self.offset_channels.any():
+            surrogate = surrogate + jnp.where(jnp.asarray(self.offset_channels),
+                                              self.command_targets(command).astype(surrogate.dtype), 0.0)
+        return self.clip_torque(surrogate)
+
+    def advance(self, data: mjx.Data, torque: jax.Array, command: jax.Array | None = None) -> mjx.Data:
+        """One data frame: ``substeps`` MuJoCo steps with the clipped control held, joint velocity clipped.
+        ``command`` (the recorded command at t) is needed only where :meth:`control` offsets a channel."""
+        if self.offset_channels.any() and command is None:
+            raise ValueError("sim.position_control 'offset' needs the recorded command of each frame")
+        ctrl = data.ctrl.at[self.actuator_index].set(self.control(torque, command).astype(self.dtype))
         data = data.replace(ctrl=ctrl)
         limit = self.config.max_joint_velocity
 
@@ -90,14 +112,14 @@ class ArmSimulator:
         data, _ = jax.lax.scan(substep, data, None, length=self.substeps, unroll=self.config.unroll_substeps)
         return data
 
-    def advance_coordinates(self, qpos: jax.Array, qvel: jax.Array, torque: jax.Array
-                            ) -> tuple[jax.Array, jax.Array]:
+    def advance_coordinates(self, qpos: jax.Array, qvel: jax.Array, torque: jax.Array,
+                            command: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
         """:meth:`advance` on the model's full ``qpos``/``qvel`` vectors (unbatched).
 
         Without contacts and constraints MuJoCo's step depends on nothing else of the state (no
         activations, no warm start is used), so a rollout needs to carry (and store for the backward
         pass) only these two small vectors instead of the whole ``mjx.Data``."""
-        data = self.advance(self._blank.replace(qpos=qpos, qvel=qvel), torque)
+        data = self.advance(self._blank.replace(qpos=qpos, qvel=qvel), torque, command)
         return data.qpos, data.qvel
 
     def joints(self, data: mjx.Data) -> tuple[jax.Array, jax.Array]:
@@ -148,7 +170,7 @@ def rollout(graphdef: nnx.GraphDef, params: nnx.State, rest: nnx.State, simulato
             emitted = {k: outputs[k] for k in ("torque_surrogate", "force", "contact_logit", "condition_logit")}
         else:
             emitted = {"torque_surrogate": model.torque_surrogate(window)}
-        qpos_full, qvel_full = advance(qpos_full, qvel_full, emitted["torque_surrogate"])
+        qpos_full, qvel_full = advance(qpos_full, qvel_full, emitted["torque_surrogate"], inputs["command"])
         emitted["qpos"] = qpos_full[..., qpos_index]
         return (qpos_full, qvel_full, window[:, 1:]), emitted
 

@@ -107,8 +107,14 @@ class Trainer:
         self.stats = stats or fit_feature_stats(train_episodes, self.spec)
         self.model = build_model(config.model, seed=config.seed)
         self.model.set_feature_stats(self.stats.mean, self.stats.std)
-        self.graphdef, params, self.rest = nnx.split(self.model, nnx.Param, ...)
         self.simulator = ArmSimulator(self.spec, config.sim)
+        if self.simulator.offset_channels.any():
+            # An offset surrogate starts at zero (readout zeroed, still trainable: its gradient is the hidden
+            # activations), so the first rollouts are the PD actuators following the recorded command.
+            readout = self.model.torque_head.readout
+            readout.kernel.value = jnp.zeros_like(readout.kernel.value)
+            readout.bias.value = jnp.zeros_like(readout.bias.value)
+        self.graphdef, params, self.rest = nnx.split(self.model, nnx.Param, ...)
         self.hybrid = config.recipe == "hybrid"
         self.uses_rollouts = not self.hybrid or config.hybrid.rollout_every > 0
         self.train_sampler = self.val_sampler = None

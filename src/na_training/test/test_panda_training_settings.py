@@ -24,6 +24,13 @@ def test_the_shipped_panda_recipe_has_the_papers_franka_settings() -> None:
     assert config.loss.velocity_weight > 0 and config.loss.gripper_weight == 0.0
 
 
+def test_the_panda_recipe_that_supervises_xyz_offsets_the_command_and_the_papers_keeps_the_target() -> None:
+    assert load_config("panda_xyz").sim.position_control == "offset"
+    assert load_config("panda").sim.position_control == "absolute"
+    with pytest.raises(ConfigError, match="position_control must be one of"):
+        config_from_dict({"sim": {"position_control": "relative"}})
+
+
 def test_joint_weights_must_fit_the_arm_and_force_channels_must_be_axes() -> None:
     with pytest.raises(ConfigError, match="joint_weights has 3 values for the 7 arm joints of panda"):
         for_robot(config_from_dict({"loss": {"joint_weights": [1, 2, 3]}}), load_spec("panda"))

@@ -67,6 +67,49 @@ def test_features_of_the_simulated_state_follow_the_contract(simulator, syntheti
         "input_voltage": episode.input_voltage, "temperature": episode.temperature}))
 
 
+def test_an_offset_surrogate_drives_a_pd_actuator_as_the_command_plus_the_offset():
+    """The oracle is the absolute path (the target handed to the actuator as is) at the target worked out here:
+    the command in the actuator's coordinate (the gripper angle through the spec's own gripper map) plus the
+    offset. Clipping to the joint range applies to the sum, not to the offset."""
+    enable_float64(True)
+    spec = load_spec("panda")
+    absolute = ArmSimulator(spec, SimConfig(position_control="absolute"))
+    offset = ArmSimulator(spec, SimConfig(position_control="offset"))
+    assert offset.offset_channels.all() and not absolute.offset_channels.any()
+    lower, upper = np.array([j.lower for j in spec.joints]), np.array([j.upper for j in spec.joints])
+    qpos0 = np.r_[(lower[:7] + upper[:7]) / 2, 0.02]
+    gripper_angle = 0.3 * spec.gripper.angle_points[0] + 0.7 * spec.gripper.angle_points[1]
+    command = np.r_[qpos0[:7] + 0.1, gripper_angle]                # arm rad, gripper as servo angle
+    in_actuator_units = np.r_[command[:7], spec.gripper.angle_to_slide(gripper_angle)]
+    state = absolute.initial_state(jnp.asarray(qpos0), jnp.zeros(8))
+
+    def step(simulator, surrogate, with_command=True):
+        qpos, _ = jax.jit(simulator.advance_coordinates)(state.qpos, state.qvel, jnp.asarray(surrogate),
+                                                         jnp.asarray(command) if with_command else None)
+        return np.asarray(qpos)[np.asarray(simulator.qpos_index)]
+
+    towards_command = step(absolute, in_actuator_units, with_command=False)
+    np.testing.assert_allclose(step(offset, np.zeros(8)), towards_command, atol=1e-12)
+    assert np.all(towards_command[:7] - qpos0[:7] > 1e-4)            # the arm did move towards the command
+    correction = np.r_[np.full(7, -0.05), 0.002]
+    np.testing.assert_allclose(step(offset, correction), step(absolute, in_actuator_units + correction, False),
+                               atol=1e-12)
+    beyond = np.r_[upper[:7] - command[:7] + 0.5, 0.0]             # the sum past the range: clipped, not wrapped
+    np.testing.assert_allclose(step(offset, beyond),
+                               step(absolute, np.r_[upper[:7], in_actuator_units[7]], False), atol=1e-12)
+    assert not np.allclose(step(absolute, np.zeros(8), False), towards_command, atol=1e-3)
+
+
+def test_offset_control_needs_the_command_and_leaves_torque_actuators_alone():
+    enable_float64(True)
+    panda = ArmSimulator(load_spec("panda"), SimConfig(position_control="offset"))
+    with pytest.raises(ValueError, match="command"):
+        panda.advance(panda.initial_state(jnp.zeros(8), jnp.zeros(8)), jnp.zeros(8))
+    omx = ArmSimulator(load_spec(), SimConfig(position_control="offset"))
+    assert not omx.offset_channels.any()
+    np.testing.assert_allclose(np.asarray(omx.control(jnp.full(5, 0.2), jnp.ones(5))), np.full(5, 0.2))
+
+
 def test_substeps_must_make_one_data_frame():
     with pytest.raises(ValueError, match="substeps"):
         ArmSimulator(load_spec(), dataclasses.replace(SimConfig(), substeps=3))
