@@ -19,14 +19,17 @@ class DataError(ValueError):
 
 
 # Per-frame recorded inputs of a rollout, in the order the rollout reads them.
-RECORDED_INPUTS = ("command", "effort", "voltage", "temperature")
+RECORDED_INPUTS = ("command", "effort", "voltage", "temperature", "next_qpos", "next_qvel")
 
 
 def recorded_inputs(episode: Episode) -> dict[str, np.ndarray]:
     """The recorded per-frame rollout inputs ``[T, n]``: the command (the model's goal input), the spec's effort
-    signal, the supply voltage and the temperature."""
+    signal, the supply voltage and the temperature, and the recorded state one frame later in simulator
+    coordinates (what a replayed channel is set to after the frame; the last frame repeats)."""
+    following = np.r_[np.arange(1, len(episode)), max(len(episode) - 1, 0)]
     return {"command": episode.command_position, "effort": episode.effort, "voltage": episode.input_voltage,
-            "temperature": episode.temperature}
+            "temperature": episode.temperature, "next_qpos": episode.qpos[following],
+            "next_qvel": episode.qvel[following]}
 
 
 def condition_labels(episode: Episode, joint: str | None = None, tasks: Sequence[str] = ()

@@ -78,6 +78,9 @@ class SimConfig:
     # simulator-control surrogate as is) or an offset the rollout adds to the recorded command at t ("offset").
     # Torque actuators ignore it.
     position_control: str = "absolute"
+    # The gripper replayed from the recording (set to the recorded next state after each frame) instead of
+    # simulated: the paper's Franka runs, whose gripper the rollout does not learn.
+    replay_gripper: bool = False
 
 
 RECIPES = ("rollout", "hybrid")

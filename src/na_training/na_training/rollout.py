@@ -158,6 +158,7 @@ def rollout(graphdef: nnx.GraphDef, params: nnx.State, rest: nnx.State, simulato
         advance = jax.checkpoint(advance)
     per_frame = {k: jnp.swapaxes(batch[k], 0, 1) for k in RECORDED_INPUTS}
     qpos_index, dof_index = simulator.qpos_index, simulator.dof_index
+    replayed = np.arange(spec.n_arm, spec.n_motors) if simulator.config.replay_gripper else np.arange(0)
 
     def frame(carry, inputs):
         qpos_full, qvel_full, past = carry
@@ -171,6 +172,11 @@ def rollout(graphdef: nnx.GraphDef, params: nnx.State, rest: nnx.State, simulato
         else:
             emitted = {"torque_surrogate": model.torque_surrogate(window)}
         qpos_full, qvel_full = advance(qpos_full, qvel_full, emitted["torque_surrogate"], inputs["command"])
+        if replayed.size:
+            qpos_full = qpos_full.at[..., qpos_index[replayed]].set(
+                inputs["next_qpos"][..., replayed].astype(qpos_full.dtype))
+            qvel_full = qvel_full.at[..., dof_index[replayed]].set(
+                inputs["next_qvel"][..., replayed].astype(qvel_full.dtype))
         emitted["qpos"] = qpos_full[..., qpos_index]
         return (qpos_full, qvel_full, window[:, 1:]), emitted
 

@@ -22,6 +22,8 @@ def test_the_shipped_panda_recipe_has_the_papers_franka_settings() -> None:
     assert config.loss.force_channels == ("z",) and config.loss.force_beta == 0.15
     assert config.loss.joint_weights == (1.0, 1.0, 1.0, 1.0, 1.5, 2.0, 1.5)
     assert config.loss.velocity_weight > 0 and config.loss.gripper_weight == 0.0
+    assert config.sim.replay_gripper and load_config("panda_xyz").sim.replay_gripper
+    assert not load_config("cpu").sim.replay_gripper
 
 
 def test_the_panda_recipe_that_supervises_xyz_offsets_the_command_and_the_papers_keeps_the_target() -> None:

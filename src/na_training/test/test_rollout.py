@@ -110,6 +110,42 @@ def test_offset_control_needs_the_command_and_leaves_torque_actuators_alone():
     np.testing.assert_allclose(np.asarray(omx.control(jnp.full(5, 0.2), jnp.ones(5))), np.full(5, 0.2))
 
 
+@pytest.mark.parametrize("replay", [True, False])
+def test_a_replayed_gripper_takes_the_recorded_next_state_and_the_arm_stays_simulated(replay):
+    from flax import nnx
+
+    from na_description.features import feature_names
+    from na_training.model import ModelConfig, build_model
+    from na_training.rollout import rollout
+
+    enable_float64(True)
+    spec = load_spec("panda")
+    simulator = ArmSimulator(spec, SimConfig(remat=False, replay_gripper=replay, position_control="offset"))
+    model = build_model(ModelConfig(num_features=len(feature_names(spec)), n_motors=8, d_model=8, num_heads=2,
+                                    d_ff=8, num_blocks=1, head_hidden=8))
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    horizon, rng = 6, np.random.default_rng(4)
+    lower, upper = np.array([j.lower for j in spec.joints]), np.array([j.upper for j in spec.joints])
+    qpos0 = np.r_[(lower[:7] + upper[:7]) / 2, 0.01]
+    recorded_slide = rng.uniform(0.005, 0.035, horizon)                # the recorded finger, frame after frame
+    batch = {"history": np.zeros((1, model.config.history_length - 1, model.config.num_features)),
+             "qpos0": qpos0[None], "qvel0": np.zeros((1, 8)),
+             "command": np.tile(np.r_[qpos0[:7], spec.gripper.angle_points[0]], (1, horizon, 1)),
+             "effort": np.zeros((1, horizon, 8)), "voltage": np.zeros((1, horizon, 8)),
+             "temperature": np.full((1, horizon, 8), 30.0),
+             "next_qpos": np.tile(np.r_[np.full(7, 9.0), 0.0], (1, horizon, 1)),   # arm values that must not leak
+             "next_qvel": np.zeros((1, horizon, 8))}
+    batch["next_qpos"][0, :, 7] = recorded_slide
+    out = jax.jit(lambda b: rollout(graphdef, params, rest, simulator, b))(
+        {k: jnp.asarray(v) for k, v in batch.items()})
+    qpos = np.asarray(out["qpos"])[0]
+    assert np.all(np.abs(qpos[:, :7]) < 4.0)                            # the arm is simulated, not replayed
+    if replay:
+        np.testing.assert_array_equal(qpos[:, 7], recorded_slide)
+    else:
+        assert not np.allclose(qpos[:, 7], recorded_slide, atol=1e-3)
+
+
 def test_substeps_must_make_one_data_frame():
     with pytest.raises(ValueError, match="substeps"):
         ArmSimulator(load_spec(), dataclasses.replace(SimConfig(), substeps=3))
