@@ -20,7 +20,8 @@ TEST_CONFIG = {
     "loss": {"force_beta": 0.15, "force_channels": ["z"], "joint_weights": [1, 1, 1, 1, 1.5, 2, 1.5],
              "velocity_weight": 5.0, "gripper_weight": 0.0, "condition_weight": 0.0},
     "optim": {"learning_rate": 1e-3, "warmup_steps": 2, "decay_steps": 100, "ema_decay": 0.9},
-    "sim": {"float64": False, "remat": True, "initial_position_noise": 0.02},
+    "sim": {"float64": False, "remat": True, "initial_position_noise": 0.02, "position_control": "offset",
+            "replay_gripper": True},
     "hybrid": {"batch_size": 64, "label_shift": 0, "torque_weight": 0.0, "rollout_every": 2},
     "batch_size": 2, "steps": 4, "curriculum": [[0, 8]], "seed": 0, "log_every": 1, "eval_every": 100,
     "eval_batches": 1, "checkpoint_every": 100,
@@ -47,6 +48,8 @@ def pipeline(tmp_path_factory) -> Path:
          str(root / "nad")])
     run(["na_training.cli", "compare", "--nad", str(root / "nad"), "--model", str(root / "model.onnx"), "--no-mlp",
          "--out", str(root / "compare")])
+    run(["na_training.cli", "eval", str(root / "run"), "--nad", str(root / "nad"), "--horizons", "60", "--plots",
+         "0", "--quiet", "--out", str(root / "eval")])
     return root
 
 
@@ -64,6 +67,20 @@ def test_panda_payload_episodes_go_through_the_offline_pipeline(pipeline: Path) 
         assert set(rows) == {"go_up_stay/300g", "pick_place/300g", "avg"}, method
         # scored on test frames: finite and under the 300 g weight (2.94 N)
         assert all(0.0 < value < 2.94 for value in rows.values()), (method, rows)
+
+
+@pytest.mark.slow
+def test_an_untrained_offset_head_rolls_the_panda_out_along_the_recorded_arm(pipeline: Path) -> None:
+    """Four training steps leave the head's outputs near zero; as offsets to the command the PD actuators then
+    follow the recorded arm (the Panda's stiff joint impedance tracks its command within a fraction of a degree),
+    where targets near zero would swing the arm towards the zero pose, tens of degrees away. The replayed gripper
+    is the recording itself."""
+    rollout = json.loads((pipeline / "eval" / "eval.json").read_text())["rollout"]["60"]["rows"]
+    assert rollout
+    for group, row in rollout.items():
+        arm = [row[f"panda_joint{k}"] for k in range(1, 8)]
+        assert max(arm) < 1.5, (group, arm)                         # degrees
+        assert row["gripper"] < 1e-3, (group, row["gripper"])       # mm
 
 
 @pytest.mark.slow
