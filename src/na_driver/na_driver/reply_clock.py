@@ -14,7 +14,11 @@ upper bound of ``c``; the smallest one seen (:attr:`ServoClock.offset_ms`, allow
   sample time is after the request, and the bound is above its sample time);
 * a tick older than the last accepted one is late too (the servo serves requests in order);
 * a tick that puts the sample more than ``future_slack_s`` after the reply's arrival is
-  "implausible" (a corrupted packet whose CRC happened to match) and teaches the clock nothing.
+  "implausible" (a corrupted packet whose CRC happened to match) and teaches the clock nothing,
+  unless the next reply is ahead of the bound by the same amount: then the bound itself was loose
+  (the reply that set it waited in the host before it was read, as the first reply after a busy
+  start-up can), and the tighter bound the two replies agree on replaces it. Without that, one
+  late first reply would have every later reply called implausible for as long as the driver runs.
 
 The creep is a trade-off: it lets the bound follow a slow servo clock, but while only late replies
 arrive it loosens the bound by ``drift`` x elapsed time (1 ms per second at the default 0.1 %,
@@ -51,6 +55,7 @@ class ServoClock:
         self.offset_ms: float | None = None    # upper bound of host ms - servo ms (unwrapped ticks)
         self._offset_at = 0.0                   # host ms when the bound was last lowered or crept
         self._last_tick: float | None = None    # unwrapped tick of the last accepted reply
+        self._ahead: float | None = None        # the bound an implausible reply alone would have set
 
     def judge(self, tick: int, sent_at: float, received_at: float) -> str | None:
         """None if a reply with ``tick``, received at ``received_at``, may answer a request sent at ``sent_at``
@@ -63,7 +68,12 @@ class ServoClock:
         servo_now = received_ms - offset       # the servo's (unwrapped) time about now
         unwrapped = tick + TICK_WRAP_MS * round((servo_now - tick) / TICK_WRAP_MS)
         if unwrapped + offset > received_ms + self.future_slack_ms:
-            return IMPLAUSIBLE
+            candidate = received_ms - unwrapped
+            earlier, self._ahead = self._ahead, candidate
+            if earlier is None or abs(candidate - earlier) > self.future_slack_ms:
+                return IMPLAUSIBLE
+            offset = min(candidate, earlier)   # two in a row agree: the old bound was loose, not the ticks wrong
+        self._ahead = None
         self.offset_ms, self._offset_at = min(offset, received_ms - unwrapped), received_ms
         if unwrapped + TICK_RESOLUTION_MS + self.offset_ms < sent_ms:
             return LATE

@@ -67,6 +67,33 @@ def test_a_tick_from_the_future_is_implausible_and_teaches_nothing() -> None:
     assert exchange(clock, servo, sent + 0.01) is None                               # the bound is intact
 
 
+@pytest.mark.parametrize("first_delay", [0.012, 0.02, 0.25])
+def test_a_first_reply_read_late_does_not_lock_the_servo_out(first_delay: float) -> None:
+    """The first reply sets the bound; read ``first_delay`` s after the servo served it (the host busy at start-up),
+    it sets a loose one, and every fresh reply after it looks as if it came from the future. Two such replies in a
+    row that agree mean the bound, not the ticks, was wrong."""
+    clock, servo = ServoClock(), SimulatedServo(offset_ms=4321.0)
+    sample = 7.0
+    assert clock.judge(servo.tick(sample), sample - 0.0003, sample + first_delay) is None
+    verdicts = [exchange(clock, servo, 7.01 + k * 0.01) for k in range(300)]
+    assert verdicts[0] == IMPLAUSIBLE
+    assert all(v is None for v in verdicts[2:]), verdicts[:10]
+    # and the tightened bound still tells a late reply from a fresh one
+    sent = 10.02
+    assert clock.judge(servo.tick(sent - 0.0097), sent, sent + 0.0005) == LATE
+
+
+def test_two_corrupt_ticks_that_disagree_teach_nothing() -> None:
+    clock, servo = ServoClock(), SimulatedServo(offset_ms=300.0)
+    for k in range(20):
+        exchange(clock, servo, 5.0 + k * 0.01)
+    sent = 5.3
+    assert clock.judge(servo.tick(sent + 5.0), sent, sent + 0.001) == IMPLAUSIBLE
+    assert clock.judge(servo.tick(sent + 9.0), sent + 0.01, sent + 0.011) == IMPLAUSIBLE
+    assert clock.judge(servo.tick(sent + 0.017), sent + 0.02, sent + 0.021) == LATE     # the old bound still holds
+    assert exchange(clock, servo, sent + 0.03) is None
+
+
 @pytest.mark.parametrize("rate", [0.9992, 1.0, 1.004])     # servo clock 0.08 % slow, exact, 0.4 % fast
 def test_servo_clock_drift_within_the_allowance_never_rejects_a_fresh_reply(rate: float) -> None:
     clock, servo = ServoClock(), SimulatedServo(offset_ms=10.0, rate=rate)
