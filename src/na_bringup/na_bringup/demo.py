@@ -51,6 +51,14 @@ class DemoError(RuntimeError):
     """A stage failed; the message says which and where its log is."""
 
 
+class NotSteadyError(DemoError):
+    """The graph did not stream a steady window in time: the attempt is void (``fault`` says what was seen)."""
+
+    def __init__(self, message: str, fault: Fault) -> None:
+        super().__init__(message)
+        self.fault = fault
+
+
 class Demo:
     def __init__(self, args: argparse.Namespace, *, tasks: list[str] | None = None,
                  payloads: str = "100,300,500", live_phases: tuple[tuple[str, float], ...] = LIVE_PHASES) -> None:
@@ -190,6 +198,8 @@ class Demo:
                 for line in result.message.splitlines():
                     self.say(line)
                 return []
+        except NotSteadyError as exc:       # raised before the recorder started: nothing was recorded
+            return [exc.fault]
         except GraphError as exc:
             if started:     # the recorder stopped with the graph: its episode cannot be told apart from a good one
                 raise DemoError(f"a process of the graph exited while the live episode was being recorded, which "
@@ -201,9 +211,15 @@ class Demo:
             rclpy.shutdown(context=context)
 
     def _wait_until_steady(self, executor, monitor, graphs, what: str, extra=lambda: True) -> None:
-        """Until both arms have streamed a steady window with no fault (and ``extra()``)."""
-        self._spin_until(executor, lambda: monitor.watch.ready(monitor.now()) and extra(), READY_TIMEOUT_S,
-                         f"a steady graph ({what})", graphs)
+        """Until both arms have streamed a steady window with no fault (and ``extra()``); else
+        :class:`NotSteadyError`, naming the faults the watch saw meanwhile (a servo that never answered, say)."""
+        try:
+            self._spin_until(executor, lambda: monitor.watch.ready(monitor.now()) and extra(), READY_TIMEOUT_S,
+                             f"a steady graph ({what})", graphs)
+        except DemoError as exc:            # the timeout (a process that exits raises GraphError)
+            seen = monitor.watch.faults
+            reason = f"not steady within {READY_TIMEOUT_S:g} s" + (f": {describe(seen)}" if seen else "")
+            raise NotSteadyError(str(exc), Fault(monitor.now(), "graph", reason)) from exc
 
     def _run_window(self, executor, monitor, graphs, seconds: float, what: str, rig_info: dict) -> None:
         """Spin for ``seconds`` (with ``--inject-trip``, silence the follower's bus halfway through the first
@@ -339,7 +355,8 @@ class Demo:
     def _live_phase(self, executor, monitor, model: Path, task: str, grams: float, name: str,
                     attempt: int) -> tuple[dict[str, np.ndarray], list[Fault], int]:
         """One attempt of a live phase: (recorded estimates and truth, faults that void it, stale probes sent); a
-        process of the graph that exits (a driver that could not start, say) voids the attempt."""
+        process of the graph that exits (a driver that could not start, say) or a graph that never streams a
+        steady window voids the attempt."""
         from na_bringup.live_monitor import Recording
 
         log_dir = self.logs / (f"live_{name}" if attempt == 1 else f"live_{name}_attempt{attempt}")
@@ -350,6 +367,9 @@ class Demo:
         except GraphError as exc:
             monitor.active = False
             return monitor.recording.arrays(), [process_died(monitor.now(), exc)], 0
+        except NotSteadyError as exc:
+            monitor.active = False
+            return monitor.recording.arrays(), [exc.fault], 0
 
     def _live_phase_graph(self, executor, monitor, model: Path, task: str, grams: float,
                           log_dir: Path) -> tuple[dict[str, np.ndarray], list[Fault], int]:

@@ -71,3 +71,37 @@ def test_teleop_holding_the_follower_voids_a_live_phase() -> None:
     faults = watch.faults_since(0.0)
     assert [(f.source, f.at) for f in faults] == [("/teleop", 2.0)] and "overload stop" in faults[0].reason
     assert watch.faults_since(2.5) == []
+
+
+def test_a_graph_that_never_settles_voids_the_attempt_and_names_what_was_seen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader whose servos never give a valid reply keeps the graph from a steady window: the attempt is void
+    (not the whole demo ended), the reason says what the watch saw, and the next attempt is scored."""
+    import na_bringup.demo as demo_module
+
+    monkeypatch.setattr(demo_module, "READY_TIMEOUT_S", 0.3)
+    args = argparse.Namespace(out=str(tmp_path / "demo"), robot="omx_x", seed=3, live_seconds=5.0)
+    demo = Demo(args, live_phases=(("go_up_stay", 300.0),))
+    stamps = np.arange(0.0, 5.0, 1 / 60)
+    data = {"estimate_stamps": stamps, "estimate_force": np.zeros((stamps.size, 3)),
+            "estimate_contact": np.zeros(stamps.size), "inference_latency": np.full(stamps.size, 2e-4),
+            "receive_delay": np.full(stamps.size, 1e-3), "truth_stamps": stamps,
+            "truth_force": np.tile([0.0, 0.0, -2.943], (stamps.size, 1))}
+    calls: list[str] = []
+
+    def graph(self, executor, monitor, model, task, grams, log_dir):
+        calls.append(log_dir.name)
+        if len(calls) == 1:
+            for k in range(100):                  # 1 s of states: the leader's five servos stale in every one
+                monitor.watch.arm_state("leader", 50.0 + 0.01 * k, [True] * 5)
+                monitor.watch.arm_state("follower", 50.0 + 0.01 * k, [False] * 5)
+            self._wait_until_steady(executor, monitor, (), f"{task} with estimates")
+        return data, [], 20
+
+    monkeypatch.setattr(Demo, "_live_phase_graph", graph)
+    results = demo.estimate_live(tmp_path / "model.onnx")
+    assert calls == ["live_go_up_stay_300g", "live_go_up_stay_300g_attempt2"]
+    assert [(v["phase"], v["attempt"]) for v in demo.voided] == [("go_up_stay_300g", 1)]
+    reason = demo.voided[0]["reason"]
+    assert "not steady within 0.3 s" in reason and "leader arm" in reason and "without a valid reply" in reason
+    assert list(results) == ["go_up_stay_300g"]
