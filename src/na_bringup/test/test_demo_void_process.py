@@ -15,6 +15,15 @@ from na_bringup.sim_graph import GraphError
 pytestmark = pytest.mark.node
 
 
+def held_300_g_phase() -> dict[str, np.ndarray]:
+    """A phase's recording: 5 s of estimates of 0 N while the rig's truth is a held 300 g (2.943 N down)."""
+    stamps = np.arange(0.0, 5.0, 1 / 60)
+    return {"estimate_stamps": stamps, "estimate_force": np.zeros((stamps.size, 3)),
+            "estimate_contact": np.zeros(stamps.size), "inference_latency": np.full(stamps.size, 2e-4),
+            "receive_delay": np.full(stamps.size, 1e-3), "truth_stamps": stamps,
+            "truth_force": np.tile([0.0, 0.0, -2.943], (stamps.size, 1))}
+
+
 def test_an_exited_process_voids_each_attempt_and_the_phase_fails_after_three(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     args = argparse.Namespace(out=str(tmp_path / "demo"), robot="so101", seed=3, live_seconds=5.0)
@@ -39,11 +48,7 @@ def test_an_exited_process_voids_each_attempt_and_the_phase_fails_after_three(
 def test_an_attempt_after_a_void_one_is_scored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     args = argparse.Namespace(out=str(tmp_path / "demo"), robot="omx_x", seed=3, live_seconds=5.0)
     demo = Demo(args, live_phases=(("go_up_stay", 300.0),))
-    stamps = np.arange(0.0, 5.0, 1 / 60)
-    data = {"estimate_stamps": stamps, "estimate_force": np.zeros((stamps.size, 3)),
-            "estimate_contact": np.zeros(stamps.size), "inference_latency": np.full(stamps.size, 2e-4),
-            "receive_delay": np.full(stamps.size, 1e-3), "truth_stamps": stamps,
-            "truth_force": np.tile([0.0, 0.0, -2.943], (stamps.size, 1))}
+    data = held_300_g_phase()
     attempts: list[int] = []
 
     def first_exits(*_):
@@ -82,11 +87,7 @@ def test_a_graph_that_never_settles_voids_the_attempt_and_names_what_was_seen(
     monkeypatch.setattr(demo_module, "READY_TIMEOUT_S", 0.3)
     args = argparse.Namespace(out=str(tmp_path / "demo"), robot="omx_x", seed=3, live_seconds=5.0)
     demo = Demo(args, live_phases=(("go_up_stay", 300.0),))
-    stamps = np.arange(0.0, 5.0, 1 / 60)
-    data = {"estimate_stamps": stamps, "estimate_force": np.zeros((stamps.size, 3)),
-            "estimate_contact": np.zeros(stamps.size), "inference_latency": np.full(stamps.size, 2e-4),
-            "receive_delay": np.full(stamps.size, 1e-3), "truth_stamps": stamps,
-            "truth_force": np.tile([0.0, 0.0, -2.943], (stamps.size, 1))}
+    data = held_300_g_phase()
     calls: list[str] = []
 
     def graph(self, executor, monitor, model, task, grams, log_dir):
