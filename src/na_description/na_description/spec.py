@@ -65,7 +65,9 @@ class GripperMap:
         return (s1 - s0) / (a1 - a0)
 
     def angle_to_slide(self, angle):
-        return self.slide_points[0] + (np.asarray(angle) - self.angle_points[0]) * self.slope
+        """Also on jax arrays (traced), which pass through as they are."""
+        angle = angle if hasattr(angle, "shape") else np.asarray(angle)
+        return self.slide_points[0] + (angle - self.angle_points[0]) * self.slope
 
     def slide_to_angle(self, slide):
         return self.angle_points[0] + (np.asarray(slide) - self.slide_points[0]) / self.slope

@@ -85,9 +85,8 @@ class ArmSimulator:
     def command_targets(self, command: jax.Array) -> jax.Array:
         """The recorded command ``[..., n]`` (arm rad, gripper servo angle) in the actuators' coordinates:
         arm joints as they are, the gripper angle through the spec's linear gripper map to the slide (m)."""
-        grip, n_arm = self.spec.gripper, self.spec.n_arm
-        slide = grip.slide_points[0] + (command[..., n_arm:] - grip.angle_points[0]) * grip.slope
-        return jnp.concatenate([command[..., :n_arm], slide], axis=-1)
+        n_arm = self.spec.n_arm
+        return jnp.concatenate([command[..., :n_arm], self.spec.gripper.angle_to_slide(command[..., n_arm:])], axis=-1)
 
     def control(self, surrogate: jax.Array, command: jax.Array | None = None) -> jax.Array:
         """The actuators' control from the surrogate: offset channels add the command at t (see __init__)."""
