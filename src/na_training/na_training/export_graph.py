@@ -13,6 +13,11 @@ the result against JAX like any other graph.
   on the 3-D tensor (for the int8 variants: ONNX Runtime's dynamic quantiser handles MatMul, not Gemm).
 - :func:`fuse_attention`: scaled dot-product attention over heads (Reshape -> Transpose -> MatMul -> scale ->
   Softmax -> MatMul -> Transpose -> Reshape) becomes ``com.microsoft.MultiHeadAttention``.
+- :func:`flat_tokens`: keeps ``[batch, L, N]`` token tensors as ``[batch * L, N]`` wherever the ops only work
+  along the last axis, so the Reshape pair around every Gemm goes; tensors are made 3-D again only for the ops
+  that need it (attention, pooling over L).
+- :func:`merge_sibling_gemms`: Gemms with constant weights that read the same input (query, key and value;
+  the output heads) become one wider Gemm and a Split.
 - :func:`prune`: nodes and initialisers nothing reads any more.
 """
 
@@ -270,6 +275,178 @@ def fuse_attention(model: onnx.ModelProto, report: PassReport) -> None:
     report.add("MultiHeadAttention", count)
 
 
+# Ops that act on each element, or along the last axis only: the same on [B, L, N] and on [B * L, N].
+ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Gelu", "Sigmoid", "Relu", "Tanh", "Erf", "Identity", "QuickGelu",
+               "FastGelu"}
+LAST_AXIS = {"LayerNormalization": 0, "Split": 0, "Softmax": 0}     # op -> the input it splits or normalises
+
+
+def _last_axis_only(node: onnx.NodeProto, rank: int) -> bool:
+    if node.op_type in ELEMENTWISE:
+        return True
+    if node.op_type in LAST_AXIS:
+        return attribute(node, "axis", -1) in (-1, rank - 1)
+    return False
+
+
+def flat_tokens(model: onnx.ModelProto, report: PassReport) -> None:
+    """Token tensors (``[B, L, N]``, B the batch) stay flat (``[B * L, N]``) through ops that act on the last axis
+    alone; the flat form comes from the Reshape that made the 3-D tensor (its input) or from a Reshape added
+    where none exists. A Reshape that flattens a token tensor is then redundant, and a 3-D form is made again
+    (one Reshape) only for a consumer that needs it. Shapes come from running the graph at two batch sizes."""
+    graph = model.graph
+    g = Graph(graph)
+    produced = [name for node in graph.node for name in node.output if name]
+    at2, at3 = evaluate(model, produced, 2), evaluate(model, produced, 3)
+    shape: dict[str, tuple[int, ...]] = {name: at2[name].shape for name in produced}
+
+    def token(name: str) -> tuple[int, int] | None:
+        """(L, N) of a token tensor [B, L, N] (B the batch), else None."""
+        a, b = at2.get(name), at3.get(name)
+        if a is None or b is None or a.ndim != 3 or b.ndim != 3 or (a.shape[0], b.shape[0]) != (2, 3) \
+                or a.shape[1:] != b.shape[1:]:
+            return None
+        return a.shape[1], a.shape[2]
+
+    def flat_of_batch(name: str, tokens: tuple[int, int]) -> bool:
+        a, b = at2.get(name), at3.get(name)
+        return a is not None and b is not None and a.shape == (2 * tokens[0], tokens[1]) \
+            and b.shape == (3 * tokens[0], tokens[1])
+
+    flat: dict[str, str] = {}                 # token tensor -> its flat form
+    materialised: set[str] = set(produced)    # token tensors whose 3-D form the new graph computes
+    rename: dict[str, str] = {}
+    nodes: list[onnx.NodeProto] = []
+    shapes_3d: dict[tuple[int, int], str] = {}
+    shapes_2d: dict[int, str] = {}
+    changed = 0
+
+    def target(shape_value: tuple[int, ...]) -> str:
+        cache = shapes_3d if len(shape_value) == 2 else shapes_2d
+        key = shape_value if len(shape_value) == 2 else shape_value[0]
+        if key not in cache:
+            cache[key] = g.add_initializer("shape", np.array([-1, *shape_value], np.int64))
+        return cache[key]
+
+    def need_3d(name: str) -> None:
+        if name not in materialised:
+            nodes.append(helper.make_node("Reshape", [flat[name], target(token(name))], [name], name=g.fresh("tokens")))
+            materialised.add(name)
+
+    def need_flat(name: str) -> str:
+        if name not in flat:
+            flat[name] = g.fresh("flat")
+            nodes.append(helper.make_node("Reshape", [name, target((token(name)[1],))], [flat[name]],
+                                          name=g.fresh("flatten")))
+        return flat[name]
+
+    for original in graph.node:
+        node = copy.deepcopy(original)
+        for k, name in enumerate(node.input):
+            node.input[k] = rename.get(name, name)
+        out = node.output[0] if node.output else ""
+        if node.op_type == "Reshape" and g.constant(node.input[1]) is not None:
+            source, made = node.input[0], token(out)
+            if made is not None and flat_of_batch(source, made):                 # unflatten: keep it flat
+                flat[out] = source
+                materialised.discard(out)
+                changed += 1
+                continue
+            tokens = token(source)
+            if tokens is not None and source in flat and shape[out] == (2 * tokens[0], tokens[1]) \
+                    and out not in g.outputs:                                    # flatten: already flat
+                rename[out] = flat[source]
+                changed += 1
+                continue
+        tokens_in = [name for name in node.input if name and token(name) is not None]
+        outputs_ok = all(token(name) is not None for name in node.output if name)
+        others_ok = all(g.constant(name) is not None and (node.op_type not in ELEMENTWISE or
+                                                          _broadcasts_on_last_axis(g.constant(name)))
+                        for name in node.input if name and name not in tokens_in)
+        if node.op_type in LAST_AXIS and node.input[LAST_AXIS[node.op_type]] not in tokens_in:
+            others_ok = False
+        if tokens_in and outputs_ok and others_ok and any(name in flat for name in tokens_in) \
+                and _last_axis_only(node, 3):
+            for k, name in enumerate(node.input):
+                if name in tokens_in:
+                    node.input[k] = need_flat(name)
+                elif name and node.op_type in ELEMENTWISE:
+                    value = g.constant(name)
+                    node.input[k] = g.add_initializer("last_axis", value.reshape(value.shape[-1:] or (1,)))
+            if node.op_type in LAST_AXIS:
+                _set_axis(node, -1)
+            for k, name in enumerate(node.output):
+                flat[name] = node.output[k] = g.fresh("flat")
+                materialised.discard(name)
+            nodes.append(node)
+            continue
+        for name in node.input:
+            if name and token(name) is not None:
+                need_3d(name)
+        nodes.append(node)
+        source = node.input[0] if node.input else ""
+        tokens = token(source) if node.op_type == "Reshape" else None
+        if tokens is not None and source not in flat and shape[out] == (2 * tokens[0], tokens[1]):
+            flat[source] = out                                                   # a flat form to reuse
+    for output in graph.output:
+        if token(output.name) is not None:
+            need_3d(output.name)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    report.add("flat token tensors", changed)
+
+
+def merge_sibling_gemms(model: onnx.ModelProto, report: PassReport) -> None:
+    """Gemms that read the same input with constant weights (and biases) are one Gemm over the concatenated
+    weights followed by a Split: one wider matrix product instead of several narrow ones."""
+    g = Graph(model.graph)
+    groups: dict[str, list[tuple[onnx.NodeProto, np.ndarray, np.ndarray]]] = defaultdict(list)
+    for node in model.graph.node:
+        if node.op_type != "Gemm" or attribute(node, "transA", 0) or attribute(node, "alpha", 1.0) != 1.0 \
+                or attribute(node, "beta", 1.0) != 1.0:
+            continue
+        weight = g.constant(node.input[1])
+        if weight is None or weight.ndim != 2:
+            continue
+        if attribute(node, "transB", 0):
+            weight = weight.T
+        bias = g.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else np.zeros(weight.shape[1])
+        if bias is None or bias.size not in (1, weight.shape[1]) or bias.ndim > 1:
+            continue
+        groups[node.input[0]].append((node, weight, np.broadcast_to(bias.reshape(-1), (weight.shape[1],))))
+    removed: list[onnx.NodeProto] = []
+    inserted: dict[int, list[onnx.NodeProto]] = {}
+    for source, members in groups.items():
+        if len(members) < 2:
+            continue
+        weight = np.concatenate([w for _, w, _ in members], axis=1).astype(np.float32)
+        bias = np.concatenate([b for _, _, b in members]).astype(np.float32)
+        wide = g.fresh("wide")
+        first = members[0][0]
+        sizes = g.add_initializer("sizes", np.array([w.shape[1] for _, w, _ in members], np.int64))
+        inserted[id(first)] = [
+            helper.make_node("Gemm", [source, g.add_initializer("weight", weight), g.add_initializer("bias", bias)],
+                             [wide], name=g.fresh("gemm")),
+            helper.make_node("Split", [wide, sizes], [node.output[0] for node, _, _ in members], axis=1,
+                             name=g.fresh("split"))]
+        removed += [node for node, _, _ in members]
+    # The merged Gemm goes where the first member was; every member's input is produced before it.
+    rebuild(model.graph, removed, inserted)
+    report.add("merged Gemms", sum(len(m) for m in groups.values() if len(m) > 1))
+
+
+def _broadcasts_on_last_axis(value: np.ndarray) -> bool:
+    return value.ndim <= 1 or all(d == 1 for d in value.shape[:-1])
+
+
+def _set_axis(node: onnx.NodeProto, axis: int) -> None:
+    for a in node.attribute:
+        if a.name == "axis":
+            a.i = axis
+            return
+    node.attribute.append(helper.make_attribute("axis", axis))
+
+
 def prune(model: onnx.ModelProto, report: PassReport) -> None:
     graph = model.graph
     needed = {o.name for o in graph.output}
@@ -292,7 +469,8 @@ def prune(model: onnx.ModelProto, report: PassReport) -> None:
 Pass = Callable[[onnx.ModelProto, PassReport], None]
 # The fp32 graph keeps Gemm (bias fused; faster than MatMul + Add here); the graph the int8 variants start from
 # has MatMul + Add, which ONNX Runtime's quantisers handle (dynamic quantisation has no Gemm).
-FP32_PASSES: tuple[Pass, ...] = (static_reshapes, prune, fuse_attention, prune)
+FP32_PASSES: tuple[Pass, ...] = (static_reshapes, prune, fuse_attention, prune, flat_tokens, merge_sibling_gemms,
+                                 prune)
 MATMUL_PASSES: tuple[Pass, ...] = (static_reshapes, prune, gemm_to_matmul, prune, fuse_attention, prune)
 
 
