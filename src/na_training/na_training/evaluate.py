@@ -46,6 +46,7 @@ from na_training.batches import RECORDED_INPUTS, recorded_inputs
 from na_training.config import config_from_dict, for_robot
 from na_training.episode import RESTRICTED, Episode, fill_gaps
 from na_training.nad import NadError, load_usable, read_info, robot_spec
+from na_training.onset_lag import lag_summary, press_lags
 from na_training.progress import is_terminal
 
 HORIZONS = (100, 300, 500, 600)          # paper Tables III-VI (600 steps ~ 10 s at 60 Hz)
@@ -246,9 +247,36 @@ def condition_episodes(episodes: Sequence[Episode], tasks: Sequence[str] = ()) -
             and (e.task in tasks or e.condition_label == RESTRICTED)]
 
 
+LAG_THRESHOLD_N = 3.0     # default threshold of the contact-onset lag (the protective stop's example setting)
+
+
+def onset_lag(episodes: Sequence[Episode], outputs: Sequence[dict[str, np.ndarray]],
+              threshold_n: float = LAG_THRESHOLD_N) -> dict[str, Any]:
+    """Contact-onset lag of the streaming force estimate over the presses of every contact episode: against the
+    simulator truth where the NAD has it, else the force label."""
+    lags = []
+    sources = set()
+    for episode, output in zip(episodes, outputs, strict=True):
+        truth = episode.truth_force
+        if truth is not None and "truth_contact" in episode.columns:
+            force, contact = np.nan_to_num(truth), episode.columns["truth_contact"].astype(bool)
+            sources.add("simulator truth")
+        elif episode.has_force_label:
+            force, contact = episode.force, episode.contact
+            sources.add("force label")
+        else:
+            continue
+        if episode.payload_grams > 0.0:
+            continue                      # a held payload is contact by label, not a press
+        lags += press_lags(episode.time, contact, force, output["force"], threshold_n)
+    return {**lag_summary(lags), "threshold_n": threshold_n, "against": sorted(sources)}
+
+
 def streaming_tables(episodes: Sequence[Episode], outputs: Sequence[dict[str, np.ndarray]],
-                     condition_index: int, condition_tasks: Sequence[str]) -> dict[str, Any]:
-    """Force MAE per task/payload, false-contact rate, Joint-3 condition metrics (same selection as compare)."""
+                     condition_index: int, condition_tasks: Sequence[str],
+                     lag_threshold_n: float = LAG_THRESHOLD_N) -> dict[str, Any]:
+    """Force MAE per task/payload, false-contact rate, contact-onset lag, Joint-3 condition metrics (same
+    selection as compare)."""
     by_episode = {id(e): o for e, o in zip(episodes, outputs, strict=True)}
     force_set = [e for e in episodes if e.is_nominal and e.has_force_label]
     quiet_set = [e for e in episodes if e.is_nominal and e.has_no_contact()]
@@ -259,6 +287,8 @@ def streaming_tables(episodes: Sequence[Episode], outputs: Sequence[dict[str, np
         "false_contact_rate": false_contact_rate([by_episode[id(e)]["contact_prob"] > 0.5 for e in quiet_set]),
         "no_contact_episodes": len(quiet_set),
         "no_contact_tasks": sorted({e.task for e in quiet_set}),
+        "onset_lag": onset_lag([e for e in episodes if e.is_nominal], [by_episode[id(e)] for e in episodes
+                                                                      if e.is_nominal], lag_threshold_n),
     }
     labelled = condition_episodes(episodes, condition_tasks)
     if labelled:
@@ -304,8 +334,14 @@ def markdown_report(results: dict[str, Any]) -> str:
     lines += [f"| {'**Avg**' if g == 'avg' else g} | {_fmt(v)} |" for g, v in force.items()]
     quiet_tasks = ", ".join(stream["no_contact_tasks"]) or "none"
     lines += ["", f"False-contact rate on {stream['no_contact_episodes']} no-contact episode(s) "
-              f"({quiet_tasks}): {_fmt(stream['false_contact_rate'], percent=True)}",
-              "", f"## {results.get('condition_joint', 'joint3')} condition (positive = restricted, score = 1 - c, "
+              f"({quiet_tasks}): {_fmt(stream['false_contact_rate'], percent=True)}", ""]
+    lag = stream.get("onset_lag")
+    if lag and lag["presses"]:
+        lines += [f"Contact-onset lag (true |F| reaches {lag['threshold_n']:g} N -> estimated |F| reaches it; "
+                  f"{lag['presses']} presses, against the {' / '.join(lag['against'])}): p50 "
+                  f"{_fmt(lag['p50_ms'], 0)} ms, p95 {_fmt(lag['p95_ms'], 0)} ms, max {_fmt(lag['max_ms'], 0)} ms; "
+                  f"{lag['missed']} never reached it", ""]
+    lines += [f"## {results.get('condition_joint', 'joint3')} condition (positive = restricted, score = 1 - c, "
               "frames)", ""]
     condition = stream["condition"]
     if condition is None:
@@ -383,7 +419,7 @@ def plot_forces(episodes: Sequence[Episode], streaming: Sequence[dict[str, np.nd
 
 def evaluate(run: str | Path, nad: str | Path, split: str = "test", out: str | Path | None = None,
              horizons: Sequence[int] = HORIZONS, plots: int = 4, progress: bool = True,
-             robot: str | None = None) -> dict[str, Any]:
+             robot: str | None = None, lag_threshold_n: float = LAG_THRESHOLD_N) -> dict[str, Any]:
     """Evaluate a run (or RUN/checkpoints/N) on a NAD split; writes eval.json, eval.md and plots to ``out``."""
     from na_training.train import load_run, load_trained_model
 
@@ -425,7 +461,7 @@ def evaluate(run: str | Path, nad: str | Path, split: str = "test", out: str | P
         "gripper_unit": grip_unit,
         "condition_joint": config.loss.condition_joint,
         "streaming": streaming_tables(episodes, streaming, spec.joint_names.index(config.loss.condition_joint),
-                                      condition_tasks),
+                                      condition_tasks, lag_threshold_n),
     }
     out_dir = Path(out) if out is not None else run_dir / f"eval_{split}"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -457,6 +493,9 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--horizons", type=int, nargs="+", default=list(HORIZONS),
                         help="rollout horizons in steps (default: 100 300 500 600)")
     parser.add_argument("--plots", type=int, default=4, help="episodes to plot (default 4; 0: none)")
+    parser.add_argument("--lag-threshold", type=float, default=LAG_THRESHOLD_N, metavar="N",
+                        help="force (N) of the contact-onset lag: true |F| reaching it -> estimated |F| reaching it "
+                             f"(default {LAG_THRESHOLD_N:g}; what a protective stop at that threshold waits for)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(handler=run_eval)
     return parser
@@ -464,8 +503,10 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
 
 def run_eval(args: argparse.Namespace) -> int:
     try:
+        if not (math.isfinite(args.lag_threshold) and args.lag_threshold > 0.0):
+            raise EvaluationError(f"--lag-threshold must be a positive force in N, got {args.lag_threshold}")
         evaluate(args.run, args.nad, args.split, args.out, args.horizons, args.plots, progress=not args.quiet,
-                 robot=args.robot)
+                 robot=args.robot, lag_threshold_n=args.lag_threshold)
     except (EvaluationError, NadError, FileNotFoundError, ValueError) as err:
         print(f"na-train eval: error: {err}", file=sys.stderr)
         return 2

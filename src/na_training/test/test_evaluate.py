@@ -107,6 +107,11 @@ def test_streaming_metrics_use_the_comparison_selection(evaluated, nad_and_run):
             expected = force_mae(np.asarray(outputs["force"]), ep.force, ep.force_valid)
             assert stream["force_mae"][f"{task}/{ep.meta['payload_grams']:g}g"] == pytest.approx(
                 expected, rel=1e-4)
+        if task == "push_px":                   # presses: contact runs whose force reaches the 3 N default
+            edges = np.diff(np.concatenate([[0], ep.contact.astype(int), [0]]))
+            runs = zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True)
+            strong = [a for a, b in runs if np.linalg.norm(ep.force[a:b], axis=1).max() >= 3.0]
+            assert strong and stream["onset_lag"]["presses"] == len(strong)
         if task == "nopush_px":
             assert stream["false_contact_rate"] == pytest.approx(np.mean(np.asarray(outputs["contact_prob"]) > 0.5))
         if task.startswith("pick_place"):
