@@ -4,7 +4,8 @@ Runs the exported model causally over every episode of a NAD (the estimator's hi
 per-frame condition scores to the monitor (``na_common.condition_monitor``) and reports, per episode, the
 supervised motor's final state (the robot spec's condition joint: the only motor whose condition head is
 trained on labels), when it was decided degraded, and how many episodes were decided within ``--within``
-seconds.
+seconds; over the nominal episodes (every task, pushes and payloads too), the false alarms per 10 min of
+operation, counted as ``na-train compare`` counts them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from na_common.condition_monitor import STATE_NAMES, run_monitor
 from na_training.baselines.compare import OnnxPredictor, resolve_model
-from na_training.condition_levels import add_monitor_arguments, monitor_settings
+from na_training.condition_levels import ALARM_PERIOD_S, add_monitor_arguments, monitor_settings
 from na_training.episode import NOMINAL, RESTRICTED
 from na_training.nad import SPLITS, load_usable, read_info, robot_spec
 
@@ -45,17 +46,28 @@ def monitor_episodes(nad: Path, model: Path, out: Path, splits: tuple[str, ...],
                          "unsupervised_states": {j: STATE_NAMES[s] for k, (j, s) in
                                                  enumerate(zip(spec.joint_names, state[-1], strict=True))
                                                  if k != supervised},
+                         "nominal": episode.is_nominal,
                          "duration_s": float(episode.time[-1] - episode.time[0])})
-    degraded = [r for r in rows if r["degraded_at_s"] is not None]
     report = {"nad": str(nad), "model": str(model), "settings": asdict(settings),
               "supervised_joint": spec.condition_joint, "episodes": rows, "skipped": skipped,
-              "summary": {"episodes": len(rows), "degraded": len(degraded),
-                          "degraded_within_s": sum(r["degraded_at_s"] <= within_s for r in degraded),
-                          "within_s": within_s}}
+              "summary": summarise(rows, within_s)}
     out.mkdir(parents=True, exist_ok=True)
     (out / "monitor.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "monitor.md").write_text(markdown(report))
     return report
+
+
+def summarise(rows: list[dict], within_s: float) -> dict:
+    """Episodes decided degraded (and within ``within_s``); false alarms: nominal episodes decided degraded, per
+    10 min of nominal operation."""
+    degraded = [r for r in rows if r["degraded_at_s"] is not None]
+    nominal = [r for r in rows if r["nominal"]]
+    nominal_s = sum(r["duration_s"] for r in nominal)
+    alarms = sum(r["degraded_at_s"] is not None for r in nominal)
+    return {"episodes": len(rows), "degraded": len(degraded),
+            "degraded_within_s": sum(r["degraded_at_s"] <= within_s for r in degraded), "within_s": within_s,
+            "nominal_episodes": len(nominal), "nominal_s": nominal_s, "false_alarms": alarms,
+            "false_alarms_per_10_min": alarms * ALARM_PERIOD_S / nominal_s if nominal_s > 0 else None}
 
 
 def markdown(report: dict) -> str:
@@ -70,7 +82,15 @@ def markdown(report: dict) -> str:
         lines.append(f"| {r['episode']} | {r['task']} | {label} | {r['state']} | {at} |")
     s = report["summary"]
     lines += ["", f"{s['degraded']} of {s['episodes']} episodes degraded on {supervised}, {s['degraded_within_s']} "
-              f"within {s['within_s']:g} s.", ""]
+              f"within {s['within_s']:g} s."]
+    if s["nominal_episodes"]:
+        rate = s["false_alarms_per_10_min"]
+        lines.append(f"Episodes labelled nominal decided degraded: {s['false_alarms']} of {s['nominal_episodes']} "
+                     f"({s['nominal_s'] / 60:.1f} min), "
+                     + (f"{rate:.2f} per 10 min" if rate is not None else "n/a")
+                     + " (false alarms where the recorded arm is healthy; the label is the condition joint's "
+                       "restriction, so a worn arm's episodes are labelled nominal too).")
+    lines.append("")
     return "\n".join(lines)
 
 
