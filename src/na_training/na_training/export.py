@@ -37,7 +37,15 @@ from na_description.features import SCHEMA_VERSION, feature_units, history_windo
 from na_description.model_contract import INPUT_NAME, METADATA_KEYS, OUTPUT_NAMES, VARIANT_KEYS
 from na_description.model_package import VARIANT_FILES_KEY, file_sha256, sibling_name
 from na_description.spec import SpecError, load_spec
-from na_training.export_graph import FP32_PASSES, MATMUL_PASSES, PassReport, gemm_to_matmul, optimise, prune
+from na_training.export_graph import (
+    FP32_BASE_PASSES,
+    FP32_PASSES,
+    LAYOUT_PASSES,
+    MATMUL_PASSES,
+    PassReport,
+    gemm_to_matmul,
+    optimise,
+)
 from na_training.model import NeuralActuator, jit_forward
 from na_training.nad import load_nad
 
@@ -424,9 +432,10 @@ def export_model(model: NeuralActuator, description: Mapping[str, Any], out: str
                     if not nodes:
                         continue
                     # the layers left in fp32 keep their Gemm (faster than MatMul + Add)
-                    mixed = onnx.load(str(paths["fp32"]))
+                    mixed, _ = optimise(traced, FP32_BASE_PASSES)
                     gemm_to_matmul(mixed, PassReport(), only=set(nodes))
-                    prune(mixed, PassReport())
+                    for run in LAYOUT_PASSES:
+                        run(mixed, PassReport())
                     source = work / "mixed_fp32.onnx"
                     onnx.save(mixed, str(source))
                 paths[name] = quantize_variant(name, source, work / f"{name}.onnx", calibration, nodes)

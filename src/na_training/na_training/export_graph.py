@@ -469,8 +469,11 @@ def prune(model: onnx.ModelProto, report: PassReport) -> None:
 Pass = Callable[[onnx.ModelProto, PassReport], None]
 # The fp32 graph keeps Gemm (bias fused; faster than MatMul + Add here); the graph the int8 variants start from
 # has MatMul + Add, which ONNX Runtime's quantisers handle (dynamic quantisation has no Gemm).
-FP32_PASSES: tuple[Pass, ...] = (static_reshapes, prune, fuse_attention, prune, flat_tokens, merge_sibling_gemms,
-                                 prune)
+FP32_BASE_PASSES: tuple[Pass, ...] = (static_reshapes, prune, fuse_attention, prune)
+# The layout passes run last: they remove the Reshape -> Gemm -> Reshape pattern that gemm_to_matmul looks for,
+# so a graph that is to have some Gemms as MatMul (int8-mixed) gets them after that conversion.
+LAYOUT_PASSES: tuple[Pass, ...] = (flat_tokens, merge_sibling_gemms, prune)
+FP32_PASSES: tuple[Pass, ...] = FP32_BASE_PASSES + LAYOUT_PASSES
 MATMUL_PASSES: tuple[Pass, ...] = (static_reshapes, prune, gemm_to_matmul, prune, fuse_attention, prune)
 
 

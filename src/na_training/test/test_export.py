@@ -6,6 +6,7 @@ real windows (issue: "force output within 0.01 N of fp32 JAX on real NAD windows
 
 import hashlib
 import json
+import re
 
 import numpy as np
 import onnx
@@ -128,6 +129,24 @@ def test_the_written_variant_is_the_fastest_that_matches_jax(exported):
             np.max(np.abs(outputs["contact_prob"] - reference["contact_prob"])) <= CONTACT_LIMIT
         assert within or not check["passed"], check
     assert any(report.variant in line for line in report.lines())
+
+
+def test_each_int8_variant_holds_as_many_int8_products_as_its_check_says(exported):
+    """A variant named int8 must hold integer matrix products: int8-mixed as many as its check reports (a graph
+    pass that hid the layers from the quantiser once left it an fp32 copy that still claimed five in int8)."""
+    _, _, report, _ = exported
+    checks = {c.name: c for c in report.checks}
+    for name, path in report.kept.items():
+        ops = [n.op_type for n in onnx.load(str(path)).graph.node]
+        products = sum(op in ("MatMulInteger", "QLinearMatMul", "DynamicQuantizeMatMul", "MatMulIntegerToFloat")
+                       for op in ops) + sum(op == "DequantizeLinear" for op in ops) // 2
+        if name == "fp32":
+            assert products == 0, ops
+            continue
+        assert products > 0, (name, ops)
+        claimed = re.search(r"(\d+) of \d+ weight MatMuls", checks[name].note)
+        if name == "int8-mixed":
+            assert claimed and int(claimed.group(1)) == ops.count("MatMulInteger"), (checks[name].note, ops)
 
 
 def test_each_variant_is_checked_one_window_at_a_time_as_the_estimator_runs_it(exported):
