@@ -482,7 +482,8 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
         "eval", help="paper-format evaluation tables of a trained run on a NAD split",
         description="Evaluate a trained run on a NAD split: rollout MAE per joint (deg), gripper slide (mm) and "
                     "force (N) at 100/300/500/600 steps from each episode start (MJX, recorded telemetry), "
-                    "streaming force MAE per task/payload, false-contact rate on no-contact episodes, Joint-3 "
+                    "streaming force MAE per task/payload, false-contact rate on no-contact episodes, the "
+                    "contact-onset lag of the force estimate on the pushes, Joint-3 "
                     "condition accuracy/precision/recall/AUC; force plots (PNG). Prints the tables and writes "
                     "eval.md and eval.json.")
     parser.add_argument("run", metavar="RUN_OR_CKPT", help="run directory of 'na-train fit' or RUN/checkpoints/N")
