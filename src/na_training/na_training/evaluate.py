@@ -252,11 +252,13 @@ LAG_THRESHOLD_N = 3.0     # default threshold of the contact-onset lag (the prot
 
 def onset_lag(episodes: Sequence[Episode], outputs: Sequence[dict[str, np.ndarray]],
               threshold_n: float = LAG_THRESHOLD_N) -> dict[str, Any]:
-    """Contact-onset lag of the streaming force estimate over the presses of every contact episode: against the
-    simulator truth where the NAD has it, else the force label."""
+    """Contact-onset lag of the streaming force estimate over the presses of the episodes without a payload:
+    against the simulator truth where the NAD has it, else the force label."""
     lags = []
     sources = set()
     for episode, output in zip(episodes, outputs, strict=True):
+        if episode.payload_grams > 0.0:
+            continue                      # a held payload is contact by label, not a press
         truth = episode.truth_force
         if truth is not None and "truth_contact" in episode.columns:
             force, contact = np.nan_to_num(truth), episode.columns["truth_contact"].astype(bool)
@@ -266,8 +268,6 @@ def onset_lag(episodes: Sequence[Episode], outputs: Sequence[dict[str, np.ndarra
             sources.add("force label")
         else:
             continue
-        if episode.payload_grams > 0.0:
-            continue                      # a held payload is contact by label, not a press
         lags += press_lags(episode.time, contact, force, output["force"], threshold_n)
     return {**lag_summary(lags), "threshold_n": threshold_n, "against": sorted(sources)}
 
@@ -278,8 +278,9 @@ def streaming_tables(episodes: Sequence[Episode], outputs: Sequence[dict[str, np
     """Force MAE per task/payload, false-contact rate, contact-onset lag, Joint-3 condition metrics (same
     selection as compare)."""
     by_episode = {id(e): o for e, o in zip(episodes, outputs, strict=True)}
-    force_set = [e for e in episodes if e.is_nominal and e.has_force_label]
-    quiet_set = [e for e in episodes if e.is_nominal and e.has_no_contact()]
+    nominal = [e for e in episodes if e.is_nominal]
+    force_set = [e for e in nominal if e.has_force_label]
+    quiet_set = [e for e in nominal if e.has_no_contact()]
     result: dict[str, Any] = {
         "force_mae": force_mae_by_group([group_of(e) for e in force_set],
                                         [by_episode[id(e)]["force"] for e in force_set],
@@ -287,8 +288,7 @@ def streaming_tables(episodes: Sequence[Episode], outputs: Sequence[dict[str, np
         "false_contact_rate": false_contact_rate([by_episode[id(e)]["contact_prob"] > 0.5 for e in quiet_set]),
         "no_contact_episodes": len(quiet_set),
         "no_contact_tasks": sorted({e.task for e in quiet_set}),
-        "onset_lag": onset_lag([e for e in episodes if e.is_nominal], [by_episode[id(e)] for e in episodes
-                                                                      if e.is_nominal], lag_threshold_n),
+        "onset_lag": onset_lag(nominal, [by_episode[id(e)] for e in nominal], lag_threshold_n),
     }
     labelled = condition_episodes(episodes, condition_tasks)
     if labelled:

@@ -281,12 +281,11 @@ ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Gelu", "Sigmoid", "Relu", "Tanh", "E
 LAST_AXIS = {"LayerNormalization": 0, "Split": 0, "Softmax": 0}     # op -> the input it splits or normalises
 
 
-def _last_axis_only(node: onnx.NodeProto, rank: int) -> bool:
+def _last_axis_only(node: onnx.NodeProto) -> bool:
+    """On a 3-D token tensor, the op works along the last axis alone (or on each element)."""
     if node.op_type in ELEMENTWISE:
         return True
-    if node.op_type in LAST_AXIS:
-        return attribute(node, "axis", -1) in (-1, rank - 1)
-    return False
+    return node.op_type in LAST_AXIS and attribute(node, "axis", -1) in (-1, 2)
 
 
 def flat_tokens(model: onnx.ModelProto, report: PassReport) -> None:
@@ -298,7 +297,6 @@ def flat_tokens(model: onnx.ModelProto, report: PassReport) -> None:
     g = Graph(graph)
     produced = [name for node in graph.node for name in node.output if name]
     at2, at3 = evaluate(model, produced, 2), evaluate(model, produced, 3)
-    shape: dict[str, tuple[int, ...]] = {name: at2[name].shape for name in produced}
 
     def token(name: str) -> tuple[int, int] | None:
         """(L, N) of a token tensor [B, L, N] (B the batch), else None."""
@@ -309,6 +307,7 @@ def flat_tokens(model: onnx.ModelProto, report: PassReport) -> None:
         return a.shape[1], a.shape[2]
 
     def flat_of_batch(name: str, tokens: tuple[int, int]) -> bool:
+        """``name`` is [B * L, N] for the token shape (L, N)."""
         a, b = at2.get(name), at3.get(name)
         return a is not None and b is not None and a.shape == (2 * tokens[0], tokens[1]) \
             and b.shape == (3 * tokens[0], tokens[1])
@@ -317,16 +316,13 @@ def flat_tokens(model: onnx.ModelProto, report: PassReport) -> None:
     materialised: set[str] = set(produced)    # token tensors whose 3-D form the new graph computes
     rename: dict[str, str] = {}
     nodes: list[onnx.NodeProto] = []
-    shapes_3d: dict[tuple[int, int], str] = {}
-    shapes_2d: dict[int, str] = {}
+    targets: dict[tuple[int, ...], str] = {}   # Reshape targets [-1, *dims], one initialiser each
     changed = 0
 
-    def target(shape_value: tuple[int, ...]) -> str:
-        cache = shapes_3d if len(shape_value) == 2 else shapes_2d
-        key = shape_value if len(shape_value) == 2 else shape_value[0]
-        if key not in cache:
-            cache[key] = g.add_initializer("shape", np.array([-1, *shape_value], np.int64))
-        return cache[key]
+    def target(dims: tuple[int, ...]) -> str:
+        if dims not in targets:
+            targets[dims] = g.add_initializer("shape", np.array([-1, *dims], np.int64))
+        return targets[dims]
 
     def need_3d(name: str) -> None:
         if name not in materialised:
@@ -353,8 +349,8 @@ def flat_tokens(model: onnx.ModelProto, report: PassReport) -> None:
                 changed += 1
                 continue
             tokens = token(source)
-            if tokens is not None and source in flat and shape[out] == (2 * tokens[0], tokens[1]) \
-                    and out not in g.outputs:                                    # flatten: already flat
+            if tokens is not None and source in flat and flat_of_batch(out, tokens) and out not in g.outputs:
+                # a flatten of a tensor that already has its flat form
                 rename[out] = flat[source]
                 changed += 1
                 continue
@@ -366,13 +362,13 @@ def flat_tokens(model: onnx.ModelProto, report: PassReport) -> None:
         if node.op_type in LAST_AXIS and node.input[LAST_AXIS[node.op_type]] not in tokens_in:
             others_ok = False
         if tokens_in and outputs_ok and others_ok and any(name in flat for name in tokens_in) \
-                and _last_axis_only(node, 3):
+                and _last_axis_only(node):
             for k, name in enumerate(node.input):
                 if name in tokens_in:
                     node.input[k] = need_flat(name)
-                elif name and node.op_type in ELEMENTWISE:
-                    value = g.constant(name)
-                    node.input[k] = g.add_initializer("last_axis", value.reshape(value.shape[-1:] or (1,)))
+                elif name and node.op_type in ELEMENTWISE and g.constant(name).ndim > 1:
+                    # [1, 1, N] would broadcast a 2-D tensor to 3-D: the same values as [N]
+                    node.input[k] = g.add_initializer("last_axis", g.constant(name).reshape(-1))
             if node.op_type in LAST_AXIS:
                 _set_axis(node, -1)
             for k, name in enumerate(node.output):
@@ -386,7 +382,7 @@ def flat_tokens(model: onnx.ModelProto, report: PassReport) -> None:
         nodes.append(node)
         source = node.input[0] if node.input else ""
         tokens = token(source) if node.op_type == "Reshape" else None
-        if tokens is not None and source not in flat and shape[out] == (2 * tokens[0], tokens[1]):
+        if tokens is not None and source not in flat and flat_of_batch(out, tokens):
             flat[source] = out                                                   # a flat form to reuse
     for output in graph.output:
         if token(output.name) is not None:

@@ -38,7 +38,7 @@ def _runs(flags: np.ndarray, time: np.ndarray, merge_gap_s: float) -> list[tuple
             runs[-1][1] = end
         else:
             runs.append([start, end])
-    return [(a, b) for a, b in runs]
+    return [(start, end) for start, end in runs]
 
 
 def press_lags(time: np.ndarray, true_contact: np.ndarray, true_force: np.ndarray, estimate: np.ndarray,

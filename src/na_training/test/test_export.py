@@ -131,22 +131,22 @@ def test_the_written_variant_is_the_fastest_that_matches_jax(exported):
     assert any(report.variant in line for line in report.lines())
 
 
+INTEGER_OPS = {"MatMulInteger", "QLinearMatMul", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QuantizeLinear",
+               "DequantizeLinear", "DynamicQuantizeLinear"}
+
+
 def test_each_int8_variant_holds_as_many_int8_products_as_its_check_says(exported):
-    """A variant named int8 must hold integer matrix products: int8-mixed as many as its check reports (a graph
-    pass that hid the layers from the quantiser once left it an fp32 copy that still claimed five in int8)."""
+    """A variant named int8 must hold integer arithmetic: int8-mixed as many integer products as its check reports
+    (a graph pass that hid the layers from the quantiser once left it an fp32 copy that still claimed five)."""
     _, _, report, _ = exported
     checks = {c.name: c for c in report.checks}
+    assert {"fp32", "int8-dynamic", "int8-static", "int8-mixed"} <= set(report.kept), sorted(report.kept)
     for name, path in report.kept.items():
         ops = [n.op_type for n in onnx.load(str(path)).graph.node]
-        products = sum(op in ("MatMulInteger", "QLinearMatMul", "DynamicQuantizeMatMul", "MatMulIntegerToFloat")
-                       for op in ops) + sum(op == "DequantizeLinear" for op in ops) // 2
-        if name == "fp32":
-            assert products == 0, ops
-            continue
-        assert products > 0, (name, ops)
-        claimed = re.search(r"(\d+) of \d+ weight MatMuls", checks[name].note)
-        if name == "int8-mixed":
-            assert claimed and int(claimed.group(1)) == ops.count("MatMulInteger"), (checks[name].note, ops)
+        assert any(op in INTEGER_OPS for op in ops) == (name != "fp32"), (name, sorted(set(ops)))
+    claimed = re.search(r"(\d+) of \d+ weight MatMuls", checks["int8-mixed"].note)
+    mixed_ops = [n.op_type for n in onnx.load(str(report.kept["int8-mixed"])).graph.node]
+    assert claimed and int(claimed.group(1)) == mixed_ops.count("MatMulInteger") > 0, checks["int8-mixed"].note
 
 
 def test_each_variant_is_checked_one_window_at_a_time_as_the_estimator_runs_it(exported):
