@@ -45,12 +45,23 @@ class MonitorSettings:
             raise ValueError(f"max_frame_s must be positive, got {self.max_frame_s}")
 
 
-class ConditionMonitor:
-    """Streaming monitor of ``n_motors`` motors; feed :meth:`update` one frame at a time."""
+class EvidenceMonitor:
+    """One-sided CUSUM per motor over per-frame excess evidence (per-motor thresholds), with the states above.
 
-    def __init__(self, n_motors: int, settings: MonitorSettings | None = None) -> None:
-        self.settings = settings or MonitorSettings()
+    :meth:`accumulate` takes each motor's excess per second for one frame (already less its reference value; NaN
+    where the frame carries no evidence, e.g. a gated-out frame) and adds it times the frame's duration.
+    """
+
+    def __init__(self, n_motors: int, suspect: float | Sequence[float], degraded: float | Sequence[float],
+                 max_frame_s: float = 0.1) -> None:
         self.n_motors = int(n_motors)
+        self.suspect = np.broadcast_to(np.asarray(suspect, dtype=float), (self.n_motors,)).copy()
+        self.degraded = np.broadcast_to(np.asarray(degraded, dtype=float), (self.n_motors,)).copy()
+        if not (np.all(self.suspect > 0.0) and np.all(self.suspect <= self.degraded)):
+            raise ValueError(f"need 0 < suspect <= degraded per motor, got {self.suspect} and {self.degraded}")
+        if max_frame_s <= 0.0:
+            raise ValueError(f"max_frame_s must be positive, got {max_frame_s}")
+        self.max_frame_s = float(max_frame_s)
         self.reset()
 
     def reset(self) -> None:
@@ -60,33 +71,63 @@ class ConditionMonitor:
         self._first: float | None = None
         self._last: float | None = None
 
+    def accumulate(self, time_s: float, excess: Sequence[float]) -> np.ndarray:
+        """One frame's per-motor excess at ``time_s``; returns the states (a copy)."""
+        excess = np.asarray(excess, dtype=float).reshape(-1)
+        if excess.shape != (self.n_motors,):
+            raise ValueError(f"expected {self.n_motors} values, got {excess.shape}")
+        if self._first is None:
+            self._first = self._last = float(time_s)
+        dt = min(max(float(time_s) - self._last, 0.0), self.max_frame_s)
+        self._last = float(time_s)
+        step = np.where(np.isfinite(excess), excess, 0.0) * dt
+        self.evidence = np.maximum(0.0, self.evidence + step)
+        degraded = (self.state == DEGRADED) | (self.evidence >= self.degraded)
+        self.decided_at[degraded & (self.state != DEGRADED)] = float(time_s) - self._first
+        self.state = np.where(degraded, DEGRADED, np.where(self.evidence >= self.suspect, SUSPECT, NOMINAL))
+        return self.state.copy()
+
+
+def restricted_excess(condition: np.ndarray, drift: float) -> np.ndarray:
+    """Restricted score (1 - condition) less ``drift``; NaN where a score is not finite (no evidence)."""
+    condition = np.asarray(condition, dtype=float)
+    return np.where(np.isfinite(condition), (1.0 - np.clip(condition, 0.0, 1.0)) - drift, np.nan)
+
+
+class ConditionMonitor(EvidenceMonitor):
+    """Streaming monitor of ``n_motors`` motors' condition scores; feed :meth:`update` one frame at a time."""
+
+    def __init__(self, n_motors: int, settings: MonitorSettings | None = None) -> None:
+        self.settings = settings or MonitorSettings()
+        super().__init__(n_motors, self.settings.suspect_s, self.settings.degraded_s, self.settings.max_frame_s)
+
     def update(self, time_s: float, condition: Sequence[float]) -> np.ndarray:
         """One frame's per-motor condition scores (1 = normal) at ``time_s``; returns the states (a copy)."""
         score = np.asarray(condition, dtype=float).reshape(-1)
         if score.shape != (self.n_motors,):
             raise ValueError(f"expected {self.n_motors} condition scores, got {score.shape}")
-        if self._first is None:
-            self._first = self._last = float(time_s)
-        dt = min(max(float(time_s) - self._last, 0.0), self.settings.max_frame_s)
-        self._last = float(time_s)
-        finite = np.isfinite(score)
-        step = np.where(finite, (1.0 - np.clip(score, 0.0, 1.0)) - self.settings.drift, 0.0) * dt
-        self.evidence = np.maximum(0.0, self.evidence + step)
-        degraded = (self.state == DEGRADED) | (self.evidence >= self.settings.degraded_s)
-        self.decided_at[degraded & (self.state != DEGRADED)] = float(time_s) - self._first
-        self.state = np.where(degraded, DEGRADED, np.where(self.evidence >= self.settings.suspect_s, SUSPECT, NOMINAL))
-        return self.state.copy()
+        return self.accumulate(time_s, restricted_excess(score, self.settings.drift))
+
+
+def run_evidence(monitor: EvidenceMonitor, time_s: np.ndarray, excess: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A whole sequence of per-frame excess [T, n] through ``monitor`` (reset first): (evidence [T, n], state
+    [T, n], decision time [n], NaN if never degraded)."""
+    excess = np.asarray(excess, dtype=float)
+    monitor.reset()
+    evidence = np.zeros(excess.shape)
+    state = np.zeros(excess.shape, dtype=int)
+    for k, (t, values) in enumerate(zip(np.asarray(time_s, dtype=float), excess, strict=True)):
+        state[k] = monitor.accumulate(t, values)
+        evidence[k] = monitor.evidence
+    return evidence, state, monitor.decided_at.copy()
 
 
 def run_monitor(time_s: np.ndarray, condition: np.ndarray, settings: MonitorSettings | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A whole sequence through a fresh monitor: (evidence [T, n], state [T, n], decision time [n], NaN if
-    never degraded)."""
+    """A whole sequence of condition scores through a fresh monitor: (evidence [T, n], state [T, n], decision
+    time [n], NaN if never degraded)."""
     condition = np.asarray(condition, dtype=float)
-    monitor = ConditionMonitor(condition.shape[1], settings)
-    evidence = np.zeros(condition.shape)
-    state = np.zeros(condition.shape, dtype=int)
-    for k, (t, scores) in enumerate(zip(np.asarray(time_s, dtype=float), condition, strict=True)):
-        state[k] = monitor.update(t, scores)
-        evidence[k] = monitor.evidence
-    return evidence, state, monitor.decided_at.copy()
+    settings = settings or MonitorSettings()
+    return run_evidence(ConditionMonitor(condition.shape[1], settings), time_s,
+                        restricted_excess(condition, settings.drift))

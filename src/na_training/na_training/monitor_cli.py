@@ -5,7 +5,8 @@ per-frame condition scores to the monitor (``na_common.condition_monitor``) and 
 supervised motor's final state (the robot spec's condition joint: the only motor whose condition head is
 trained on labels), when it was decided degraded, and how many episodes were decided within ``--within``
 seconds; over the nominal episodes (every task, pushes and payloads too), the false alarms per 10 min of
-operation, counted as ``na-train compare`` counts them.
+operation, counted as ``na-train compare`` counts them. With ``--reference`` it also runs the wear monitor
+(``na_training.wear``) on every motor: the torque each joint needs to move, against a healthy arm's.
 """
 
 from __future__ import annotations
@@ -18,26 +19,74 @@ from pathlib import Path
 
 import numpy as np
 
-from na_common.condition_monitor import STATE_NAMES, run_monitor
+from na_common.condition_monitor import STATE_NAMES, run_evidence, run_monitor
 from na_training.baselines.compare import OnnxPredictor, resolve_model
 from na_training.condition_levels import ALARM_PERIOD_S, add_monitor_arguments, monitor_settings
 from na_training.episode import NOMINAL, RESTRICTED
 from na_training.nad import SPLITS, load_usable, read_info, robot_spec
+from na_training.wear import WearEvidence, WearReference
 
 DESCRIPTION = __doc__.split("\n\n")[1]
 
 
+def wear_reference(reference: Path, predictor: OnnxPredictor, spec, out: Path) -> WearEvidence:
+    """The wear monitor from a saved reference (a JSON file) or fitted on a healthy arm's NAD (its train split;
+    saved to ``out``/wear_reference.json for the next run)."""
+    if reference.is_file():
+        return WearEvidence(spec, WearReference.load(reference))
+    reference_spec = robot_spec(read_info(reference), None)
+    if reference_spec.name != spec.name:
+        raise ValueError(f"the reference NAD {reference} is for robot '{reference_spec.name}', the episodes are "
+                         f"'{spec.name}'")
+    wear = WearEvidence(spec)
+    train = load_usable(reference, "train", [])
+    print(f"na-train monitor: fitting the wear reference on {len(train)} episodes of {reference}", file=sys.stderr,
+          flush=True)
+    fitted = wear.fit([(e, predictor(e)["contact_prob"]) for e in train])
+    out.mkdir(parents=True, exist_ok=True)
+    fitted.save(out / "wear_reference.json")
+    return wear
+
+
+def wear_decisions(names: list[str], state: np.ndarray, decided: np.ndarray) -> dict:
+    """Final wear state per motor and the first decision on any motor (s from the first frame)."""
+    final = state[-1] if len(state) else np.zeros(len(names), dtype=int)
+    at = decided[np.isfinite(decided)]
+    return {"states": {j: STATE_NAMES[s] for j, s in zip(names, final, strict=True)},
+            "degraded_motors": [j for j, t in zip(names, decided, strict=True) if np.isfinite(t)],
+            "degraded_at_s": float(at.min()) if at.size else None}
+
+
+def continuous_wear(wear: WearEvidence, sequences: list[tuple[int, np.ndarray, np.ndarray]]) -> dict:
+    """The wear monitor run once over every episode in recording order, never reset (as on a live arm, where
+    wear does not heal between episodes): its decisions, with the operating time until them."""
+    times, excess, elapsed = [], [], 0.0
+    for _, time_s, values in sorted(sequences, key=lambda item: item[0]):
+        if len(time_s):
+            times.append(time_s - time_s[0] + elapsed)
+            excess.append(values)
+            elapsed = float(times[-1][-1]) + wear.reference.settings.max_frame_s
+    if not times:
+        return {"operation_s": 0.0, **wear_decisions(wear.reference.joint_names, np.zeros((0, 0)),
+                                                       np.full(len(wear.reference.joint_names), np.nan))}
+    _, state, decided = run_evidence(wear.monitor(), np.concatenate(times), np.concatenate(excess))
+    return {"operation_s": elapsed, **wear_decisions(wear.reference.joint_names, state, decided)}
+
+
 def monitor_episodes(nad: Path, model: Path, out: Path, splits: tuple[str, ...], within_s: float,
-                     settings, robot: str | None = None) -> dict:
+                     settings, robot: str | None = None, reference: Path | None = None) -> dict:
     """Per-episode monitor results of the NAD's ``splits``; writes monitor.json and monitor.md to ``out``."""
     spec = robot_spec(read_info(nad), robot)
     predictor = OnnxPredictor(resolve_model(model, out), spec)
+    wear = wear_reference(reference, predictor, spec, out) if reference is not None else None
     supervised = spec.joint_names.index(spec.condition_joint)
     rows = []
     skipped: list[str] = []
+    wear_sequences: list[tuple[int, np.ndarray, np.ndarray]] = []
     for split in splits:
         for episode in load_usable(nad, split, skipped):
-            condition = np.asarray(predictor(episode)["condition"], dtype=float)
+            outputs = predictor(episode)
+            condition = np.asarray(outputs["condition"], dtype=float)
             _, state, decided = run_monitor(episode.time, condition, settings)
             rows.append({"episode": episode.name, "split": split, "task": episode.task,
                          "condition_label": episode.condition_label,
@@ -48,9 +97,19 @@ def monitor_episodes(nad: Path, model: Path, out: Path, splits: tuple[str, ...],
                                                  if k != supervised},
                          "nominal": episode.is_nominal,
                          "duration_s": float(episode.time[-1] - episode.time[0])})
+            if wear is not None:
+                excess = wear.excess(episode, outputs["contact_prob"])
+                _, wear_state, wear_decided = run_evidence(wear.monitor(), episode.time, excess)
+                rows[-1]["wear"] = wear_decisions(wear.reference.joint_names, wear_state, wear_decided)
+                wear_sequences.append((episode.index, episode.time, excess))
     report = {"nad": str(nad), "model": str(model), "settings": asdict(settings),
               "supervised_joint": spec.condition_joint, "episodes": rows, "skipped": skipped,
               "summary": summarise(rows, within_s)}
+    if wear is not None:
+        report["wear_reference"] = str(reference)
+        report["wear_summary"] = summarise([{**r, "degraded_at_s": r["wear"]["degraded_at_s"]} for r in rows],
+                                           within_s)
+        report["wear_continuous"] = continuous_wear(wear, wear_sequences)
     out.mkdir(parents=True, exist_ok=True)
     (out / "monitor.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "monitor.md").write_text(markdown(report))
@@ -90,8 +149,38 @@ def markdown(report: dict) -> str:
                      + (f"{rate:.2f} per 10 min" if rate is not None else "n/a")
                      + " (false alarms where the recorded arm is healthy; the label is the condition joint's "
                        "restriction, so a worn arm's episodes are labelled nominal too).")
+    if "wear_summary" in report:
+        lines += wear_markdown(report)
     lines.append("")
     return "\n".join(lines)
+
+
+def wear_markdown(report: dict) -> list[str]:
+    """The wear monitor's section: every motor per episode, then the counts."""
+    rows = report["episodes"]
+    names = list(rows[0]["wear"]["states"]) if rows else []
+    lines = ["", "## Wear monitor (every motor)", "",
+             f"Reference: {report['wear_reference']}. A motor is degraded once the torque it needs against its "
+             "motion has stayed above the reference arm's long enough (na_training/wear.py).", "",
+             "| episode | task | " + " | ".join(names) + " | degraded at (s) |",
+             "|---|---|" + "---|" * len(names) + "---|"]
+    for r in rows:
+        at = r["wear"]["degraded_at_s"]
+        lines.append(f"| {r['episode']} | {r['task']} | " + " | ".join(r["wear"]["states"].values())
+                     + f" | {'–' if at is None else f'{at:.1f}'} |")
+    s = report["wear_summary"]
+    lines += ["", f"{s['degraded']} of {s['episodes']} episodes degraded on at least one motor, "
+              f"{s['degraded_within_s']} within {s['within_s']:g} s."]
+    if s["nominal_episodes"]:
+        rate = s["false_alarms_per_10_min"]
+        lines.append(f"Of them labelled nominal: {s['false_alarms']} of {s['nominal_episodes']} "
+                     f"({s['nominal_s'] / 60:.1f} min" + (f", {rate:.2f} per 10 min" if rate is not None else "")
+                     + "): false alarms if the recorded arm is healthy, detections if it is worn.")
+    c = report["wear_continuous"]
+    lines.append(f"One monitor over every episode in recording order, never reset ({c['operation_s'] / 60:.1f} min): "
+                 + (f"degraded after {c['degraded_at_s']:.1f} s of operation on {', '.join(c['degraded_motors'])}."
+                    if c["degraded_at_s"] is not None else "never degraded."))
+    return lines
 
 
 def add_monitor_parser(subparsers) -> argparse.ArgumentParser:
@@ -104,20 +193,24 @@ def add_monitor_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--within", type=float, default=60.0,
                         help="count episodes decided degraded within this many seconds (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("monitor_out"), help="output directory (default: %(default)s)")
+    parser.add_argument("--reference", type=Path, default=None,
+                        help="also run the wear monitor on every motor against a healthy arm: the NAD the model was "
+                             "trained on (its train split is fitted and saved as OUT/wear_reference.json) or such a "
+                             "saved wear_reference.json")
     add_monitor_arguments(parser)
     parser.set_defaults(handler=run_monitor_cli)
     return parser
 
 
 def run_monitor_cli(args: argparse.Namespace) -> int:
-    for path, what in ((args.nad, "NAD directory"), (args.model, "model")):
-        if not Path(path).exists():
+    for path, what in ((args.nad, "NAD directory"), (args.model, "model"), (args.reference, "wear reference")):
+        if path is not None and not Path(path).exists():
             print(f"na-train monitor: error: {what} {path} does not exist", file=sys.stderr)
             return 2
     splits = SPLITS if args.split == "all" else (args.split,)
     try:
         report = monitor_episodes(args.nad, args.model, args.out, splits, args.within, monitor_settings(args),
-                                  args.robot)
+                                  args.robot, args.reference)
     except (ValueError, FileNotFoundError) as err:
         print(f"na-train monitor: error: {err}", file=sys.stderr)
         return 2

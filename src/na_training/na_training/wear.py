@@ -1,0 +1,182 @@
+"""Wear evidence per motor from the torque the arm needs to move (ROS-free).
+
+A worn servo (dried grease, worn gears, a weaker motor) needs more current than a healthy one for the same
+motion: the friction that opposes the motion has grown. The reference is the arm the model was trained on. The
+ID-Friction actuator model (``baselines.id_friction``, paper Sec. IV-D (ii)), fitted on the reference's nominal
+free-motion frames, turns current and velocity into joint torque; the rigid-body torque the recorded motion needs
+(inverse dynamics, with a causal backward-difference acceleration) minus it is the residual ``τ_ext``. Where
+friction grew, the residual opposes the motion: ``w = −τ_ext·sgn(q̇)`` rises above what the reference showed.
+
+Per motor, ``w`` is standardised by its mean and spread over the reference's nominal frames (``z``). A frame
+counts only while the joint moves (``|q̇| ≥ min_speed``) and the model sees no contact (contact probability below
+``contact_limit``): a push or a grasp is not wear. The evidence is a one-sided CUSUM of ``z − drift``
+(Page, 1954; ``drift`` half the shift in spreads it is built to see), the condition monitor's accumulator
+(``na_common.condition_monitor``). A motor's degraded threshold is ``margin`` times the largest evidence any of
+the reference's nominal training episodes reached, and at least ``min_degraded_s``; suspect from half of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from na_common.condition_monitor import EvidenceMonitor, run_evidence
+from na_description.servo_tables import datasheet_torque_per_effort
+from na_description.spec import RobotSpec
+from na_training.baselines.dynamics import InverseDynamicsCache, RigidBodyModel
+from na_training.baselines.id_friction import FrictionCurrentMap, IDFriction
+from na_training.baselines.id_linear import MIN_SLOPE_FRACTION
+from na_training.episode import Episode
+
+REFERENCE_KIND = "na-wear-reference"
+REFERENCE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class WearSettings:
+    min_speed: float = 0.1        # rad/s: slower frames carry no friction evidence (the sign of q̇ is unreliable)
+    contact_limit: float = 0.5    # the model's contact probability from which a frame is left out
+    drift: float = 0.5            # spreads: CUSUM reference value, half the one-spread shift it is built to see
+    margin: float = 1.5           # degraded threshold = margin x the largest reference nominal episode's evidence
+    min_degraded_s: float = 1.0   # and never below this (s of spreads): a few reference episodes are a thin sample
+    max_frame_s: float = 0.1      # a longer gap between frames counts as this long
+
+    def __post_init__(self) -> None:
+        for name in ("min_speed", "drift", "max_frame_s", "min_degraded_s"):
+            if not getattr(self, name) > 0.0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if not 0.0 < self.contact_limit <= 1.0:
+            raise ValueError(f"contact_limit must be in (0, 1], got {self.contact_limit}")
+        if not self.margin >= 1.0:
+            raise ValueError(f"margin must be at least 1, got {self.margin}")
+
+
+@dataclass
+class WearReference:
+    """What a healthy arm looks like: its actuator map, its residual statistics and the thresholds."""
+
+    robot: str
+    joint_names: list[str]
+    friction: FrictionCurrentMap
+    mean: np.ndarray              # per motor: mean of w over the reference's counted frames (N·m)
+    spread: np.ndarray            # per motor: its standard deviation (N·m)
+    degraded: np.ndarray          # per motor: evidence (s of spreads) from which degraded
+    settings: WearSettings = field(default_factory=WearSettings)
+    episodes: int = 0             # reference nominal episodes the thresholds came from
+
+    @property
+    def suspect(self) -> np.ndarray:
+        return 0.5 * self.degraded
+
+    def to_json(self) -> dict:
+        friction = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(self.friction).items()}
+        return {"kind": REFERENCE_KIND, "version": REFERENCE_VERSION, "robot": self.robot,
+                "joint_names": list(self.joint_names), "friction": friction, "mean": self.mean.tolist(),
+                "spread": self.spread.tolist(), "degraded": self.degraded.tolist(),
+                "settings": asdict(self.settings), "episodes": self.episodes}
+
+    @classmethod
+    def from_json(cls, data: dict) -> WearReference:
+        if data.get("kind") != REFERENCE_KIND or data.get("version") != REFERENCE_VERSION:
+            raise ValueError(f"not a wear reference (kind {data.get('kind')!r}, version {data.get('version')!r})")
+        friction = {k: (np.asarray(v, dtype=float) if isinstance(v, list) else v)
+                    for k, v in data["friction"].items()}
+        return cls(robot=data["robot"], joint_names=list(data["joint_names"]),
+                   friction=FrictionCurrentMap(**friction), mean=np.asarray(data["mean"], dtype=float),
+                   spread=np.asarray(data["spread"], dtype=float),
+                   degraded=np.asarray(data["degraded"], dtype=float),
+                   settings=WearSettings(**data["settings"]), episodes=int(data.get("episodes", 0)))
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> WearReference:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path} is not a readable wear reference ({err})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path} is not a wear reference")
+        return cls.from_json(data)
+
+
+class WearEvidence:
+    """Per-frame wear excess of episodes of one robot, with or without a fitted reference."""
+
+    def __init__(self, spec: RobotSpec, reference: WearReference | None = None) -> None:
+        if reference is not None and reference.robot != spec.name:
+            raise ValueError(f"the wear reference is for robot '{reference.robot}', the episodes are "
+                             f"'{spec.name}'")
+        per_unit, unit = datasheet_torque_per_effort(spec)
+        self.spec = spec
+        # causal acceleration: the monitor can run on a live arm with the same numbers
+        cache = InverseDynamicsCache(RigidBodyModel(spec), accel_scheme="backward", smoothing_frames=1)
+        self.actuator = IDFriction(cache, min_slope=MIN_SLOPE_FRACTION * per_unit, effort_unit=unit)
+        self.reference = reference
+        if reference is not None:
+            self.actuator.friction_map = reference.friction
+
+    def opposing_residual(self, episode: Episode, contact_prob: np.ndarray, settings: WearSettings) -> np.ndarray:
+        """w [T, n] (N·m): residual torque against the motion; NaN in frames that do not count."""
+        velocity = episode.arm("velocity")
+        w = -self.actuator.joint_residual(episode) * np.sign(velocity)
+        counted = ((np.abs(velocity) >= settings.min_speed)
+                   & (np.asarray(contact_prob, dtype=float).reshape(-1, 1) < settings.contact_limit)
+                   & np.isfinite(w))
+        return np.where(counted, w, np.nan)
+
+    def excess(self, episode: Episode, contact_prob: np.ndarray) -> np.ndarray:
+        """Per-frame CUSUM input [T, n]: ``z − drift`` in frames that count, NaN elsewhere."""
+        if self.reference is None:
+            raise RuntimeError("fit or load a wear reference first")
+        ref = self.reference
+        w = self.opposing_residual(episode, contact_prob, ref.settings)
+        return (w - ref.mean) / ref.spread - ref.settings.drift
+
+    def monitor(self) -> EvidenceMonitor:
+        """A fresh monitor with the reference's thresholds."""
+        ref = self.reference
+        if ref is None:
+            raise RuntimeError("fit or load a wear reference first")
+        return EvidenceMonitor(len(ref.joint_names), ref.suspect, ref.degraded, ref.settings.max_frame_s)
+
+    def run(self, episode: Episode, contact_prob: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The monitor over one episode from nominal: (evidence [T, n], state [T, n], decision time [n])."""
+        return run_evidence(self.monitor(), episode.time, self.excess(episode, contact_prob))
+
+    def fit(self, episodes: Sequence[tuple[Episode, np.ndarray]], settings: WearSettings | None = None
+            ) -> WearReference:
+        """The reference from nominal (episode, contact probability [T]) pairs of a healthy arm's training split."""
+        settings = settings or WearSettings()
+        nominal = [(e, c) for e, c in episodes if e.is_nominal]
+        if not nominal:
+            raise ValueError("no nominal episodes to fit the wear reference on")
+        self.actuator.fit([e for e, _ in nominal])
+        w = np.concatenate([self.opposing_residual(e, c, settings) for e, c in nominal])
+        counted = np.sum(np.isfinite(w), axis=0)
+        if np.any(counted < 2):
+            idle = [j for j, n in zip(self.spec.arm_joint_names, counted, strict=True) if n < 2]
+            raise ValueError(f"the reference episodes never move joint(s) {idle} at {settings.min_speed} rad/s "
+                             "without contact")
+        mean, spread = np.nanmean(w, axis=0), np.maximum(np.nanstd(w, axis=0), 1e-9)
+        n = len(self.spec.arm_joint_names)
+        self.reference = WearReference(
+            robot=self.spec.name, joint_names=list(self.spec.arm_joint_names), friction=self.actuator.friction_map,
+            mean=mean, spread=spread, degraded=np.ones(n), settings=settings, episodes=len(nominal))
+        peak = np.zeros(n)
+        for episode, contact in nominal:
+            evidence, _, _ = run_evidence(_unbounded(n, settings), episode.time, self.excess(episode, contact))
+            if len(evidence):
+                peak = np.maximum(peak, evidence.max(axis=0))
+        self.reference.degraded = np.maximum(settings.margin * peak, settings.min_degraded_s)
+        return self.reference
+
+
+def _unbounded(n: int, settings: WearSettings) -> EvidenceMonitor:
+    """An accumulator that never decides: the reference's own evidence, for its thresholds."""
+    return EvidenceMonitor(n, np.inf, np.inf, settings.max_frame_s)

@@ -1,0 +1,91 @@
+"""The wear monitor on synthetic arms whose friction the test sets: doubled friction is decided degraded, the
+healthy arm at other seeds is not, frames in contact carry no evidence, and a saved reference decides the same."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from na_description import load_spec
+from na_training.synthetic import SyntheticActuator, synthetic_episode
+from na_training.wear import WearEvidence, WearReference, WearSettings
+
+pytestmark = pytest.mark.unit
+
+FRAMES = 900                       # 15 s at the spec's 60 Hz
+NOISE_A = 0.03                     # current noise of the recording (A)
+DEGRADED = 2                       # written out: not taken from the module under test
+
+
+def _actuator(friction_factor: float) -> SyntheticActuator:
+    n = load_spec().n_arm
+    # a healthy arm's friction (N·m, N·m·s/rad), chosen here; a worn one multiplies it
+    return SyntheticActuator(slope=np.full(n, 1.6), offset=np.zeros(n),
+                             coulomb=np.full(n, 0.06 * friction_factor), stribeck=np.full(n, 0.08 * friction_factor),
+                             viscous=np.full(n, 0.02 * friction_factor), stribeck_velocity=np.full(n, 0.1),
+                             backlash=np.zeros(n))
+
+
+def _episodes(seeds, friction_factor: float):
+    return [synthetic_episode(FRAMES, seed=s, actuator=_actuator(friction_factor), current_noise=NOISE_A,
+                              episode_id=f"e{s}", episode_index=s) for s in seeds]
+
+
+def _no_contact(episode) -> np.ndarray:
+    return np.zeros(len(episode))
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    wear = WearEvidence(load_spec())
+    reference = wear.fit([(e, _no_contact(e)) for e in _episodes(range(6), 1.0)])
+    return wear, reference
+
+
+def test_doubled_friction_is_degraded_and_the_healthy_arm_is_not(fitted):
+    wear, reference = fitted
+    assert np.all(reference.degraded > 0) and np.all(np.isfinite(reference.degraded))
+    for episode in _episodes(range(100, 104), 1.0):
+        _, state, decided = wear.run(episode, _no_contact(episode))
+        assert not np.any(state[-1] == DEGRADED), f"healthy episode {episode.name} decided degraded"
+        assert np.all(np.isnan(decided))
+    for episode in _episodes(range(200, 204), 2.0):
+        evidence, state, decided = wear.run(episode, _no_contact(episode))
+        assert np.any(state[-1] == DEGRADED), f"worn episode {episode.name}: evidence {evidence[-1]}"
+        assert np.nanmin(decided) < episode.time[-1] - episode.time[0]
+
+
+def test_frames_in_contact_add_no_evidence(fitted):
+    wear, _ = fitted
+    episode = _episodes([201], 2.0)[0]
+    evidence, state, _ = wear.run(episode, np.ones(len(episode)))
+    assert np.all(evidence == 0.0) and np.all(state == 0)
+    # half the frames in contact: evidence only from the others, so never more than with none in contact
+    half = (np.arange(len(episode)) % 2).astype(float)
+    evidence_half, _, _ = wear.run(episode, half)
+    evidence_none, _, _ = wear.run(episode, _no_contact(episode))
+    assert evidence_half[-1].max() < evidence_none[-1].max()
+
+
+def test_a_saved_reference_decides_the_same(fitted, tmp_path):
+    wear, reference = fitted
+    reference.save(tmp_path / "wear_reference.json")
+    loaded = WearEvidence(load_spec(), WearReference.load(tmp_path / "wear_reference.json"))
+    episode = _episodes([202], 2.0)[0]
+    original, _, decided = wear.run(episode, _no_contact(episode))
+    again, _, decided_again = loaded.run(episode, _no_contact(episode))
+    np.testing.assert_allclose(again, original, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(np.isnan(decided), np.isnan(decided_again))
+
+
+def test_bad_references_and_settings_are_refused(tmp_path):
+    (tmp_path / "other.json").write_text('{"kind": "something-else", "version": 1}')
+    with pytest.raises(ValueError, match="not a wear reference"):
+        WearReference.load(tmp_path / "other.json")
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(ValueError, match="not a readable wear reference"):
+        WearReference.load(tmp_path / "broken.json")
+    with pytest.raises(ValueError, match="margin"):
+        WearSettings(margin=0.5)
+    with pytest.raises(ValueError, match="no nominal episodes"):
+        WearEvidence(load_spec()).fit([])
