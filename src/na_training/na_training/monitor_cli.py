@@ -48,11 +48,13 @@ def wear_reference(reference: Path, predictor: OnnxPredictor, spec, out: Path) -
     return wear
 
 
-def wear_decisions(names: list[str], state: np.ndarray, decided: np.ndarray) -> dict:
+def wear_decisions(reference: WearReference, state: np.ndarray, decided: np.ndarray) -> dict:
     """Final wear state per motor and the first decision on any motor (s from the first frame)."""
+    names = reference.joint_names
     final = state[-1] if len(state) else np.zeros(len(names), dtype=int)
     at = decided[np.isfinite(decided)]
-    return {"states": {j: STATE_NAMES[s] for j, s in zip(names, final, strict=True)},
+    return {"states": {j: STATE_NAMES[s] if m else "not monitored"
+                       for j, s, m in zip(names, final, reference.monitored, strict=True)},
             "degraded_motors": [j for j, t in zip(names, decided, strict=True) if np.isfinite(t)],
             "degraded_at_s": float(at.min()) if at.size else None}
 
@@ -67,10 +69,10 @@ def continuous_wear(wear: WearEvidence, sequences: list[tuple[int, np.ndarray, n
             excess.append(values)
             elapsed = float(times[-1][-1]) + wear.reference.settings.max_frame_s
     if not times:
-        return {"operation_s": 0.0, **wear_decisions(wear.reference.joint_names, np.zeros((0, 0)),
+        return {"operation_s": 0.0, **wear_decisions(wear.reference, np.zeros((0, 0)),
                                                        np.full(len(wear.reference.joint_names), np.nan))}
     _, state, decided = run_evidence(wear.monitor(), np.concatenate(times), np.concatenate(excess))
-    return {"operation_s": elapsed, **wear_decisions(wear.reference.joint_names, state, decided)}
+    return {"operation_s": elapsed, **wear_decisions(wear.reference, state, decided)}
 
 
 def monitor_episodes(nad: Path, model: Path, out: Path, splits: tuple[str, ...], within_s: float,
@@ -100,7 +102,7 @@ def monitor_episodes(nad: Path, model: Path, out: Path, splits: tuple[str, ...],
             if wear is not None:
                 excess = wear.excess(episode, outputs["contact_prob"])
                 _, wear_state, wear_decided = run_evidence(wear.monitor(), episode.time, excess)
-                rows[-1]["wear"] = wear_decisions(wear.reference.joint_names, wear_state, wear_decided)
+                rows[-1]["wear"] = wear_decisions(wear.reference, wear_state, wear_decided)
                 wear_sequences.append((episode.index, episode.time, excess))
     report = {"nad": str(nad), "model": str(model), "settings": asdict(settings),
               "supervised_joint": spec.condition_joint, "episodes": rows, "skipped": skipped,

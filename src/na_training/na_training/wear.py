@@ -34,6 +34,7 @@ from na_training.episode import Episode
 
 REFERENCE_KIND = "na-wear-reference"
 REFERENCE_VERSION = 1
+MIN_REFERENCE_FRAMES = 600        # counted frames a joint needs in the reference to be monitored (10-20 s of motion)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,11 @@ class WearReference:
     degraded: np.ndarray          # per motor: evidence (s of spreads) from which degraded
     settings: WearSettings = field(default_factory=WearSettings)
     episodes: int = 0             # reference nominal episodes the thresholds came from
+    monitored: np.ndarray | None = None   # per motor: moved in the reference (else it carries no evidence)
+
+    def __post_init__(self) -> None:
+        if self.monitored is None:
+            self.monitored = np.ones(len(self.joint_names), dtype=bool)
 
     @property
     def suspect(self) -> np.ndarray:
@@ -77,7 +83,8 @@ class WearReference:
         return {"kind": REFERENCE_KIND, "version": REFERENCE_VERSION, "robot": self.robot,
                 "joint_names": list(self.joint_names), "friction": friction, "mean": self.mean.tolist(),
                 "spread": self.spread.tolist(), "degraded": self.degraded.tolist(),
-                "settings": asdict(self.settings), "episodes": self.episodes}
+                "settings": asdict(self.settings), "episodes": self.episodes,
+                "monitored": [bool(m) for m in self.monitored]}
 
     @classmethod
     def from_json(cls, data: dict) -> WearReference:
@@ -89,7 +96,8 @@ class WearReference:
                    friction=FrictionCurrentMap(**friction), mean=np.asarray(data["mean"], dtype=float),
                    spread=np.asarray(data["spread"], dtype=float),
                    degraded=np.asarray(data["degraded"], dtype=float),
-                   settings=WearSettings(**data["settings"]), episodes=int(data.get("episodes", 0)))
+                   settings=WearSettings(**data["settings"]), episodes=int(data.get("episodes", 0)),
+                   monitored=np.asarray(data["monitored"], dtype=bool))
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
@@ -136,7 +144,7 @@ class WearEvidence:
             raise RuntimeError("fit or load a wear reference first")
         ref = self.reference
         w = self.opposing_residual(episode, contact_prob, ref.settings)
-        return (w - ref.mean) / ref.spread - ref.settings.drift
+        return np.where(ref.monitored, (w - ref.mean) / ref.spread - ref.settings.drift, np.nan)
 
     def monitor(self) -> EvidenceMonitor:
         """A fresh monitor with the reference's thresholds."""
@@ -158,16 +166,20 @@ class WearEvidence:
             raise ValueError("no nominal episodes to fit the wear reference on")
         self.actuator.fit([e for e, _ in nominal])
         w = np.concatenate([self.opposing_residual(e, c, settings) for e, c in nominal])
-        counted = np.sum(np.isfinite(w), axis=0)
-        if np.any(counted < 2):
-            idle = [j for j, n in zip(self.spec.arm_joint_names, counted, strict=True) if n < 2]
-            raise ValueError(f"the reference episodes never move joint(s) {idle} at {settings.min_speed} rad/s "
-                             "without contact")
-        mean, spread = np.nanmean(w, axis=0), np.maximum(np.nanstd(w, axis=0), 1e-9)
+        # a joint the reference never moves (the SO-101's wrist roll in the benchmark tasks) has no healthy
+        # level to compare with: it is not monitored
+        monitored = np.sum(np.isfinite(w), axis=0) >= MIN_REFERENCE_FRAMES
+        if not np.any(monitored):
+            raise ValueError(f"the reference episodes never move a joint at {settings.min_speed} rad/s without "
+                             "contact")
+        counted = np.where(monitored, w, 0.0)
+        mean = np.where(monitored, np.nanmean(counted, axis=0), 0.0)
+        spread = np.where(monitored, np.maximum(np.nanstd(counted, axis=0), 1e-9), 1.0)
         n = len(self.spec.arm_joint_names)
         self.reference = WearReference(
             robot=self.spec.name, joint_names=list(self.spec.arm_joint_names), friction=self.actuator.friction_map,
-            mean=mean, spread=spread, degraded=np.ones(n), settings=settings, episodes=len(nominal))
+            mean=mean, spread=spread, degraded=np.ones(n), settings=settings, episodes=len(nominal),
+            monitored=monitored)
         peak = np.zeros(n)
         for episode, contact in nominal:
             evidence, _, _ = run_evidence(_unbounded(n, settings), episode.time, self.excess(episode, contact))

@@ -89,3 +89,14 @@ def test_bad_references_and_settings_are_refused(tmp_path):
         WearSettings(margin=0.5)
     with pytest.raises(ValueError, match="no nominal episodes"):
         WearEvidence(load_spec()).fit([])
+
+
+def test_a_motor_the_reference_never_moved_carries_no_evidence(fitted, tmp_path):
+    _, reference = fitted
+    data = reference.to_json()
+    data["monitored"] = [True, True, True, False]
+    partial = WearEvidence(load_spec(), WearReference.from_json(data))
+    episode = _episodes([203], 2.0)[0]
+    evidence, state, decided = partial.run(episode, _no_contact(episode))
+    assert np.all(evidence[:, 3] == 0.0) and np.isnan(decided[3])
+    assert np.all(state[-1, :3] == DEGRADED)
