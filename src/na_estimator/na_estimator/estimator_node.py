@@ -66,6 +66,7 @@ DEFAULTS: dict[str, Any] = {
     "diagnostics_period": 1.0,
     "executor": "events",
     "input_reliability": "reliable",
+    "wear_reference": "",
 }
 DESCRIPTIONS = {
     "model_path": "ONNX model exported by `na-train export` (required)",
@@ -91,6 +92,8 @@ DESCRIPTIONS = {
     "diagnostics_period": "s between /diagnostics messages",
     "executor": "events (rclpy's EventsExecutor, lower latency; falls back when rclpy lacks it) or single_threaded",
     "input_reliability": "QoS reliability of the ArmState and JointCommand subscriptions: reliable or best_effort",
+    "wear_reference": "wear_reference.json of the healthy arm (written by `na-train monitor --reference NAD`): the "
+                      "wear monitor runs on every motor and reports on /diagnostics; empty: off (needs na_training)",
 }
 RELIABILITY = {"reliable": ReliabilityPolicy.RELIABLE, "best_effort": ReliabilityPolicy.BEST_EFFORT}
 
@@ -128,6 +131,7 @@ class EstimatorNode(Node):
         self.arrival, self.handling = LatencyStats(), LatencyStats()
         self._estimate_msg = ActuatorEstimate(name=self.spec.joint_names)
         self.condition_status = ConditionStatus(self.spec.joint_names, self.spec.condition_joint)
+        self.wear_status = self._wear_status(p["wear_reference"])
         self._diagnostics_period = p["diagnostics_period"]
 
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -149,6 +153,19 @@ class EstimatorNode(Node):
             raise ModelLoadError("parameter model_path is empty: give the ONNX model from `na-train export`")
         return load_model(path, self.spec, variant=self.variant_request, providers=list(self.providers),
                           intra_op_threads=self.threads, warn=self.get_logger().warning)
+
+    def _wear_status(self, path: str):
+        if not path:
+            return None
+        try:
+            from na_estimator.wear_status import WearStatus  # na_training: only where wear is monitored
+            status = WearStatus(self.spec, path)
+        except ImportError as exc:
+            raise ParameterError(f"wear_reference: the wear monitor needs the na_training package ({exc})") from None
+        except ValueError as exc:
+            raise ParameterError(f"wear_reference: {exc}") from None
+        self.get_logger().info(f"wear monitor on: reference {path}")
+        return status
 
     def _on_command(self, msg: JointCommand) -> None:
         self.core.on_command(stamp_seconds(msg.header.stamp), np.asarray(msg.position), list(msg.name),
@@ -204,6 +221,10 @@ class EstimatorNode(Node):
                 self.pub_torque.publish(JointState(header=header, name=names, effort=out.torque_surrogate))
         if self.publish_marker and self.pub_marker.get_subscription_count():
             self.pub_marker.publish(self._arrow(state, est, header))
+        if self.wear_status is not None:            # after publishing: ~50 us that no estimate waits for
+            self.wear_status.add(stamp_seconds(header.stamp), state.name, state.position, state.velocity,
+                                 getattr(state, self.spec.effort_signal), state.gripper_slide,
+                                 est.contact_probability)
 
     def _arrow(self, state: ArmState, est: Estimate, header) -> Marker:
         position = self.spec.reorder(state.name, np.asarray(state.position), "position")   # checked by the core
@@ -249,6 +270,10 @@ class EstimatorNode(Node):
             if self.context.ok():
                 raise
 
+    def _motor_statuses(self) -> list:
+        statuses = self.condition_status.statuses(self._diagnostics_period)
+        return statuses if self.wear_status is None else self.wear_status.merge(statuses)
+
     def _diagnostics(self) -> None:
         core = self.core
         values = {"model": self.model_path, "dataset_id": core.model.contract.dataset_id,
@@ -264,7 +289,7 @@ class EstimatorNode(Node):
         statuses = [diagnostic_status(ESTIMATOR_STATUS, "neuralactuator", *core.status(), values)]
         statuses += [diagnostic_status(status_name("estimator", motor_part(m.joint)), "neuralactuator", m.level,
                                        m.message, m.values)
-                     for m in self.condition_status.statuses(self._diagnostics_period)]
+                     for m in self._motor_statuses()]
         self.pub_diagnostics.publish(diagnostic_array(self, statuses))
 
 

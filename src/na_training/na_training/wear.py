@@ -8,8 +8,8 @@ free-motion frames, turns current and velocity into joint torque; the rigid-body
 friction grew, the residual opposes the motion: ``w = −τ_ext·sgn(q̇)`` rises above what the reference showed.
 
 Per motor, ``w`` is standardised by its mean and spread over the reference's nominal frames (``z``). A frame
-counts only while the joint moves (``|q̇| ≥ min_speed``) and the model sees no contact (contact probability below
-``contact_limit``): a push or a grasp is not wear. The evidence is a one-sided CUSUM of ``z − drift``
+counts only while the joint moves (``|q̇| ≥ min_speed``) and the model sees no contact (contact probability at
+most ``contact_limit``): a push or a grasp is not wear. The evidence is a one-sided CUSUM of ``z − drift``
 (Page, 1954; ``drift`` half the shift in spreads it is built to see), the condition monitor's accumulator
 (``na_common.condition_monitor``). A motor's degraded threshold is ``margin`` times the largest evidence any of
 the reference's nominal training episodes reached, and at least ``min_degraded_s``; suspect from half of it.
@@ -28,7 +28,7 @@ from na_common.condition_monitor import EvidenceMonitor, run_evidence
 from na_description.servo_tables import datasheet_torque_per_effort
 from na_description.spec import RobotSpec
 from na_training.baselines.dynamics import InverseDynamicsCache, RigidBodyModel
-from na_training.baselines.id_friction import FrictionCurrentMap, IDFriction
+from na_training.baselines.id_friction import FrictionCurrentMap, IDFriction, backlash_flank
 from na_training.baselines.id_linear import MIN_SLOPE_FRACTION
 from na_training.episode import Episode
 
@@ -40,7 +40,7 @@ MIN_REFERENCE_FRAMES = 600        # counted frames a joint needs in the referenc
 @dataclass(frozen=True)
 class WearSettings:
     min_speed: float = 0.1        # rad/s: slower frames carry no friction evidence (the sign of q̇ is unreliable)
-    contact_limit: float = 0.5    # the model's contact probability from which a frame is left out
+    contact_limit: float = 0.5    # the model's contact probability above which a frame is left out (1: none is)
     drift: float = 0.5            # spreads: CUSUM reference value, half the one-spread shift it is built to see
     margin: float = 1.5           # degraded threshold = margin x the largest reference nominal episode's evidence
     min_degraded_s: float = 1.0   # and never below this (s of spreads): a few reference episodes are a thin sample
@@ -113,6 +113,22 @@ class WearReference:
         return cls.from_json(data)
 
 
+def opposing_residual(tau_ext: np.ndarray, velocity: np.ndarray, contact_prob: np.ndarray,
+                      settings: WearSettings) -> np.ndarray:
+    """w = −τ_ext·sgn(q̇) [T, n] (N·m) in frames where the joint moves and the model sees no contact, else NaN."""
+    w = -np.asarray(tau_ext, dtype=float) * np.sign(velocity)
+    counted = ((np.abs(velocity) >= settings.min_speed)
+               & (np.asarray(contact_prob, dtype=float).reshape(-1, 1) <= settings.contact_limit)
+               & np.isfinite(w))
+    return np.where(counted, w, np.nan)
+
+
+def standardised_excess(w: np.ndarray, reference: WearReference) -> np.ndarray:
+    """The CUSUM input ``(w − mean) / spread − drift``; NaN where w is and on motors not monitored."""
+    z = (w - reference.mean) / reference.spread - reference.settings.drift
+    return np.where(reference.monitored, z, np.nan)
+
+
 class WearEvidence:
     """Per-frame wear excess of episodes of one robot, with or without a fitted reference."""
 
@@ -130,21 +146,19 @@ class WearEvidence:
             self.actuator.friction_map = reference.friction
 
     def opposing_residual(self, episode: Episode, contact_prob: np.ndarray, settings: WearSettings) -> np.ndarray:
-        """w [T, n] (N·m): residual torque against the motion; NaN in frames that do not count."""
+        """w [T, n] (N·m): residual torque against the motion; NaN in frames that do not count (the first frame
+        has no acceleration)."""
         velocity = episode.arm("velocity")
-        w = -self.actuator.joint_residual(episode) * np.sign(velocity)
-        counted = ((np.abs(velocity) >= settings.min_speed)
-                   & (np.asarray(contact_prob, dtype=float).reshape(-1, 1) < settings.contact_limit)
-                   & np.isfinite(w))
-        return np.where(counted, w, np.nan)
+        w = opposing_residual(self.actuator.joint_residual(episode), velocity, contact_prob, settings)
+        w[:1] = np.nan
+        return w
 
     def excess(self, episode: Episode, contact_prob: np.ndarray) -> np.ndarray:
         """Per-frame CUSUM input [T, n]: ``z − drift`` in frames that count, NaN elsewhere."""
         if self.reference is None:
             raise RuntimeError("fit or load a wear reference first")
-        ref = self.reference
-        w = self.opposing_residual(episode, contact_prob, ref.settings)
-        return np.where(ref.monitored, (w - ref.mean) / ref.spread - ref.settings.drift, np.nan)
+        return standardised_excess(self.opposing_residual(episode, contact_prob, self.reference.settings),
+                                   self.reference)
 
     def monitor(self) -> EvidenceMonitor:
         """A fresh monitor with the reference's thresholds."""
@@ -192,3 +206,48 @@ class WearEvidence:
 def _unbounded(n: int, settings: WearSettings) -> EvidenceMonitor:
     """An accumulator that never decides: the reference's own evidence, for its thresholds."""
     return EvidenceMonitor(n, np.inf, np.inf, settings.max_frame_s)
+
+
+class WearStream:
+    """The wear monitor on a live arm: frames arrive in batches of any size (arm joints in spec order) and give
+    the numbers :meth:`WearEvidence.run` gives over the whole sequence at once."""
+
+    def __init__(self, spec: RobotSpec, reference: WearReference) -> None:
+        if reference.robot != spec.name:
+            raise ValueError(f"the wear reference is for robot '{reference.robot}', the arm is '{spec.name}'")
+        self.reference = reference
+        self.rigid_body = RigidBodyModel(spec)
+        self.monitor = EvidenceMonitor(len(reference.joint_names), reference.suspect, reference.degraded,
+                                       reference.settings.max_frame_s)
+        self.reset()
+
+    def reset(self) -> None:
+        """From nominal, with no frame before the next one."""
+        self.monitor.reset()
+        self._last: tuple[float, np.ndarray] | None = None
+        self._flank = np.zeros(len(self.reference.joint_names))
+
+    def add(self, time_s: np.ndarray, position: np.ndarray, velocity: np.ndarray, effort: np.ndarray,
+            gripper_slide: np.ndarray | None, contact_prob: np.ndarray) -> np.ndarray:
+        """Frames ``[T]`` / ``[T, n]`` in time order; returns the states after the last one."""
+        time_s = np.asarray(time_s, dtype=float).reshape(-1)
+        if time_s.size == 0:
+            return self.monitor.state.copy()
+        velocity = np.asarray(velocity, dtype=float)
+        if self._last is None:
+            previous_time, previous_velocity = np.r_[np.nan, time_s[:-1]], np.vstack([velocity[:1], velocity[:-1]])
+        else:
+            previous_time = np.r_[self._last[0], time_s[:-1]]
+            previous_velocity = np.vstack([self._last[1][None], velocity[:-1]])
+        acceleration = (velocity - previous_velocity) / (time_s - previous_time)[:, None]
+        self._last = (float(time_s[-1]), velocity[-1].copy())
+        flank = backlash_flank(velocity, self.reference.friction.backlash_velocity, self._flank)
+        self._flank = flank[-1].copy()
+        tau_id, _ = self.rigid_body.inverse_dynamics(position, velocity, np.nan_to_num(acceleration), gripper_slide)
+        tau_ext = tau_id - self.reference.friction.torque(np.asarray(effort, dtype=float), velocity, flank)
+        tau_ext[~np.isfinite(acceleration).all(axis=1)] = np.nan     # the first frame: no acceleration yet
+        excess = standardised_excess(opposing_residual(tau_ext, velocity, contact_prob, self.reference.settings),
+                                     self.reference)
+        for t, values in zip(time_s, excess, strict=True):
+            self.monitor.accumulate(t, values)
+        return self.monitor.state.copy()

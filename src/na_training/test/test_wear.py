@@ -3,12 +3,14 @@ healthy arm at other seeds is not, frames in contact carry no evidence, and a sa
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 from na_description import load_spec
 from na_training.synthetic import SyntheticActuator, synthetic_episode
-from na_training.wear import WearEvidence, WearReference, WearSettings
+from na_training.wear import WearEvidence, WearReference, WearSettings, WearStream
 
 pytestmark = pytest.mark.unit
 
@@ -100,3 +102,20 @@ def test_a_motor_the_reference_never_moved_carries_no_evidence(fitted, tmp_path)
     evidence, state, decided = partial.run(episode, _no_contact(episode))
     assert np.all(evidence[:, 3] == 0.0) and np.isnan(decided[3])
     assert np.all(state[-1, :3] == DEGRADED)
+
+
+def test_streaming_in_batches_gives_the_numbers_of_the_whole_episode(fitted):
+    wear, reference = fitted
+    episode = _episodes([204], 2.0)[0]
+    contact = (np.arange(len(episode)) % 7 == 0).astype(float)        # some frames in contact
+    evidence, state, decided = wear.run(episode, contact)
+    stream = WearStream(load_spec(), reference)
+    arm = {name: episode.arm(name) for name in ("position", "velocity", episode.spec.effort_signal)}
+    edges = [0, 1, 2, 50, 51, 300, 777, len(episode)]                  # batches of 1, 1, 48, 1, 249, 477, ...
+    for start, stop in itertools.pairwise(edges):
+        states = stream.add(episode.time[start:stop], arm["position"][start:stop], arm["velocity"][start:stop],
+                            arm[episode.spec.effort_signal][start:stop], episode.gripper_slide[start:stop],
+                            contact[start:stop])
+        np.testing.assert_allclose(stream.monitor.evidence, evidence[stop - 1], rtol=1e-9, atol=1e-12)
+        np.testing.assert_array_equal(states, state[stop - 1])
+    np.testing.assert_allclose(stream.monitor.decided_at, decided, rtol=1e-9)

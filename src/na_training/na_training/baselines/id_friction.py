@@ -42,11 +42,13 @@ def stribeck_friction(velocity: np.ndarray, coulomb, stribeck, viscous, stribeck
     return peak * smooth_sign(velocity) + np.asarray(viscous) * velocity
 
 
-def backlash_flank(velocity: np.ndarray, threshold: float = DEFAULT_BACKLASH_VELOCITY) -> np.ndarray:
-    """Causal flank state d [T, n]: sign of the last motion faster than ``threshold``, 0 before any."""
+def backlash_flank(velocity: np.ndarray, threshold: float = DEFAULT_BACKLASH_VELOCITY,
+                   initial: np.ndarray | None = None) -> np.ndarray:
+    """Causal flank state d [T, n]: sign of the last motion faster than ``threshold``; before any, ``initial``
+    (the state a previous stretch ended in; default 0)."""
     velocity = np.asarray(velocity, dtype=float)
     flank = np.zeros_like(velocity)
-    state = np.zeros(velocity.shape[1:])
+    state = np.zeros(velocity.shape[1:]) if initial is None else np.asarray(initial, dtype=float).copy()
     for k in range(velocity.shape[0]):
         moving = np.abs(velocity[k]) > threshold
         state = np.where(moving, np.sign(velocity[k]), state)
@@ -67,10 +69,12 @@ class FrictionCurrentMap:
     backlash: np.ndarray
     backlash_velocity: float = DEFAULT_BACKLASH_VELOCITY
 
-    def torque(self, current: np.ndarray, velocity: np.ndarray) -> np.ndarray:
+    def torque(self, current: np.ndarray, velocity: np.ndarray, flank: np.ndarray | None = None) -> np.ndarray:
+        """Joint torque [T, n]; ``flank`` the backlash flank state per frame (default: from the velocity, starting
+        at 0)."""
         friction = stribeck_friction(velocity, self.coulomb, self.stribeck, self.viscous, self.stribeck_velocity)
-        return (current * self.slope + self.offset - friction
-                + self.backlash * backlash_flank(velocity, self.backlash_velocity))
+        flank = backlash_flank(velocity, self.backlash_velocity) if flank is None else flank
+        return current * self.slope + self.offset - friction + self.backlash * flank
 
 
 def _design(current: np.ndarray, velocity: np.ndarray, flank: np.ndarray, stribeck_velocity: float) -> np.ndarray:
