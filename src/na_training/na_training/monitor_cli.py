@@ -141,20 +141,25 @@ def markdown(report: dict) -> str:
         label = {NOMINAL: "nominal", RESTRICTED: "restricted"}.get(r["condition_label"], "–")
         at = "–" if r["degraded_at_s"] is None else f"{r['degraded_at_s']:.1f}"
         lines.append(f"| {r['episode']} | {r['task']} | {label} | {r['state']} | {at} |")
-    s = report["summary"]
-    lines += ["", f"{s['degraded']} of {s['episodes']} episodes degraded on {supervised}, {s['degraded_within_s']} "
-              f"within {s['within_s']:g} s."]
-    if s["nominal_episodes"]:
-        rate = s["false_alarms_per_10_min"]
-        lines.append(f"Episodes labelled nominal decided degraded: {s['false_alarms']} of {s['nominal_episodes']} "
-                     f"({s['nominal_s'] / 60:.1f} min), "
-                     + (f"{rate:.2f} per 10 min" if rate is not None else "n/a")
-                     + " (false alarms where the recorded arm is healthy; the label is the condition joint's "
-                       "restriction, so a worn arm's episodes are labelled nominal too).")
+    lines += summary_lines(report["summary"], supervised,
+                           "false alarms where the recorded arm is healthy; the label is the condition joint's "
+                           "restriction, so a worn arm's episodes are labelled nominal too")
     if "wear_summary" in report:
         lines += wear_markdown(report)
     lines.append("")
     return "\n".join(lines)
+
+
+def summary_lines(s: dict, motors: str, nominal_meaning: str) -> list[str]:
+    """The counts of a :func:`summarise` summary: episodes degraded on ``motors``, and those labelled nominal."""
+    lines = ["", f"{s['degraded']} of {s['episodes']} episodes degraded on {motors}, {s['degraded_within_s']} "
+             f"within {s['within_s']:g} s."]
+    if s["nominal_episodes"]:
+        rate = s["false_alarms_per_10_min"]
+        lines.append(f"Episodes labelled nominal decided degraded: {s['false_alarms']} of {s['nominal_episodes']} "
+                     f"({s['nominal_s'] / 60:.1f} min), " + (f"{rate:.2f} per 10 min" if rate is not None else "n/a")
+                     + f" ({nominal_meaning}).")
+    return lines
 
 
 def wear_markdown(report: dict) -> list[str]:
@@ -170,14 +175,8 @@ def wear_markdown(report: dict) -> list[str]:
         at = r["wear"]["degraded_at_s"]
         lines.append(f"| {r['episode']} | {r['task']} | " + " | ".join(r["wear"]["states"].values())
                      + f" | {'–' if at is None else f'{at:.1f}'} |")
-    s = report["wear_summary"]
-    lines += ["", f"{s['degraded']} of {s['episodes']} episodes degraded on at least one motor, "
-              f"{s['degraded_within_s']} within {s['within_s']:g} s."]
-    if s["nominal_episodes"]:
-        rate = s["false_alarms_per_10_min"]
-        lines.append(f"Of them labelled nominal: {s['false_alarms']} of {s['nominal_episodes']} "
-                     f"({s['nominal_s'] / 60:.1f} min" + (f", {rate:.2f} per 10 min" if rate is not None else "")
-                     + "): false alarms if the recorded arm is healthy, detections if it is worn.")
+    lines += summary_lines(report["wear_summary"], "at least one motor",
+                           "false alarms if the recorded arm is healthy, detections if it is worn")
     c = report["wear_continuous"]
     lines.append(f"One monitor over every episode in recording order, never reset ({c['operation_s'] / 60:.1f} min): "
                  + (f"degraded after {c['degraded_at_s']:.1f} s of operation on {', '.join(c['degraded_motors'])}."

@@ -119,3 +119,18 @@ def test_streaming_in_batches_gives_the_numbers_of_the_whole_episode(fitted):
         np.testing.assert_allclose(stream.monitor.evidence, evidence[stop - 1], rtol=1e-9, atol=1e-12)
         np.testing.assert_array_equal(states, state[stop - 1])
     np.testing.assert_allclose(stream.monitor.decided_at, decided, rtol=1e-9)
+
+
+def test_the_whole_recording_runs_in_episode_order_without_a_reset(fitted):
+    from na_training.monitor_cli import continuous_wear
+
+    wear, _ = fitted
+    healthy = _episodes([105], 1.0)[0]
+    worn = _episodes([205], 2.0)[0]
+    worn.meta["episode_index"], healthy.meta["episode_index"] = 1, 2     # recorded worn first, listed last
+    sequences = [(e.index, e.time, wear.excess(e, _no_contact(e))) for e in (healthy, worn)]
+    result = continuous_wear(wear, sequences)
+    _, _, alone = wear.run(worn, _no_contact(worn))
+    assert result["degraded_at_s"] == pytest.approx(np.nanmin(alone), abs=1e-9)
+    duration = (healthy.time[-1] - healthy.time[0]) + (worn.time[-1] - worn.time[0])
+    assert result["operation_s"] == pytest.approx(duration, abs=0.5)
