@@ -42,6 +42,7 @@ from na_estimator.estimator_core import ArmInput, Estimate, EstimatorCore
 from na_estimator.model_loader import load_model
 from na_estimator.onnx_model import DEFAULT_PROVIDERS, ModelLoadError, OnnxActuatorModel
 from na_estimator.variant_choice import AUTO, VariantChoice
+from na_estimator.wear_status import WearStatus
 from na_msgs.msg import ActuatorEstimate, ArmState, Contact, JointCommand, MotorCondition
 
 MARKER_SCALE_M_PER_N = 0.02   # arrow length per newton in RViz
@@ -93,7 +94,7 @@ DESCRIPTIONS = {
     "executor": "events (rclpy's EventsExecutor, lower latency; falls back when rclpy lacks it) or single_threaded",
     "input_reliability": "QoS reliability of the ArmState and JointCommand subscriptions: reliable or best_effort",
     "wear_reference": "wear_reference.json of the healthy arm (written by `na-train monitor --reference NAD`): the "
-                      "wear monitor runs on every motor and reports on /diagnostics; empty: off (needs na_training)",
+                      "wear monitor runs on every motor and reports on /diagnostics; empty: off",
 }
 RELIABILITY = {"reliable": ReliabilityPolicy.RELIABLE, "best_effort": ReliabilityPolicy.BEST_EFFORT}
 
@@ -158,10 +159,7 @@ class EstimatorNode(Node):
         if not path:
             return None
         try:
-            from na_estimator.wear_status import WearStatus  # na_training: only where wear is monitored
             status = WearStatus(self.spec, path)
-        except ImportError as exc:
-            raise ParameterError(f"wear_reference: the wear monitor needs the na_training package ({exc})") from None
         except ValueError as exc:
             raise ParameterError(f"wear_reference: {exc}") from None
         self.get_logger().info(f"wear monitor on: reference {path}")

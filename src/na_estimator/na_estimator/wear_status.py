@@ -1,4 +1,4 @@
-"""Per-motor wear on /diagnostics (ROS-free): the wear monitor (:mod:`na_training.wear`) over the live arm.
+"""Per-motor wear on /diagnostics (ROS-free): the wear monitor (:mod:`na_description.wear`) over the live arm.
 
 Each estimated-on arm state goes to the monitor with the model's contact probability (a frame in contact carries
 no wear evidence). Wear is a property of the arm, not of the model: a model reload does not restart it. The
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from na_common.condition_monitor import DEGRADED, STATE_NAMES, SUSPECT
+from na_common.condition_monitor import DEGRADED, STATE_NAMES, SUSPECT, EvidenceMonitor
 from na_common.diagnostics import WARN
 from na_description import RobotSpec
+from na_description.wear import WearFrames, WearReference
 from na_estimator.condition_status import MotorConditionStatus
-from na_training.wear import WearReference, WearStream
 
 
 class WearStatus:
@@ -28,7 +28,10 @@ class WearStatus:
 
     def __init__(self, spec: RobotSpec, reference_path: str | Path) -> None:
         self.spec = spec
-        self.stream = WearStream(spec, WearReference.load(Path(reference_path)))
+        reference = WearReference.load(Path(reference_path))
+        self.frames = WearFrames(spec, reference)
+        self.monitor = EvidenceMonitor(len(reference.joint_names), reference.suspect, reference.degraded,
+                                       reference.settings.max_frame_s)
         self.path = str(reference_path)
         self._lock = threading.Lock()
 
@@ -39,14 +42,16 @@ class WearStatus:
         arrays = [self.spec.reorder(names, values, what)[:n][None]
                   for values, what in ((position, "position"), (velocity, "velocity"), (effort, "effort"))]
         with self._lock:
-            self.stream.add(np.array([stamp]), *arrays, np.array([gripper_slide]), np.array([contact_probability]))
+            excess = self.frames.add(np.array([stamp]), *arrays, np.array([gripper_slide]),
+                                     np.array([contact_probability]))
+            self.monitor.accumulate(stamp, excess[0])
 
     def merge(self, statuses: list[MotorConditionStatus]) -> list[MotorConditionStatus]:
         """The motors' condition statuses with their wear added (the gripper, not monitored, unchanged)."""
         with self._lock:
-            monitor = self.stream.monitor
+            monitor = self.monitor
             state, evidence, decided = monitor.state.copy(), monitor.evidence.copy(), monitor.decided_at.copy()
-        reference = self.stream.reference
+        reference = self.frames.reference
         index = {joint: k for k, joint in enumerate(reference.joint_names)}
         out = []
         for status in statuses:

@@ -20,11 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from na_common.condition_monitor import STATE_NAMES, run_evidence, run_monitor
+from na_description.wear import WearReference
 from na_training.baselines.compare import OnnxPredictor, resolve_model
 from na_training.condition_levels import ALARM_PERIOD_S, add_monitor_arguments, monitor_settings
 from na_training.episode import NOMINAL, RESTRICTED
 from na_training.nad import SPLITS, load_usable, read_info, robot_spec
-from na_training.wear import WearEvidence, WearReference
+from na_training.wear import WearEvidence
 
 DESCRIPTION = __doc__.split("\n\n")[1]
 

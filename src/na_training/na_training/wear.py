@@ -1,132 +1,30 @@
-"""Wear evidence per motor from the torque the arm needs to move (ROS-free).
+"""The wear monitor offline: fitting a healthy arm's reference, and the evidence over recorded episodes.
 
-A worn servo (dried grease, worn gears, a weaker motor) needs more current than a healthy one for the same
-motion: the friction that opposes the motion has grown. The reference is the arm the model was trained on. The
-ID-Friction actuator model (``baselines.id_friction``, paper Sec. IV-D (ii)), fitted on the reference's nominal
-free-motion frames, turns current and velocity into joint torque; the rigid-body torque the recorded motion needs
-(inverse dynamics, with a causal backward-difference acceleration) minus it is the residual ``τ_ext``. Where
-friction grew, the residual opposes the motion: ``w = −τ_ext·sgn(q̇)`` rises above what the reference showed.
-
-Per motor, ``w`` is standardised by its mean and spread over the reference's nominal frames (``z``). A frame
-counts only while the joint moves (``|q̇| ≥ min_speed``) and the model sees no contact (contact probability at
-most ``contact_limit``): a push or a grasp is not wear. The evidence is a one-sided CUSUM of ``z − drift``
-(Page, 1954; ``drift`` half the shift in spreads it is built to see), the condition monitor's accumulator
-(``na_common.condition_monitor``). A motor's degraded threshold is ``margin`` times the largest evidence any of
-the reference's nominal training episodes reached, and at least ``min_degraded_s``; suspect from half of it.
+The physics and the reference format are :mod:`na_description.wear` (shared with the estimator). The reference
+is fitted on the nominal episodes of a healthy arm's training split: the ID-Friction actuator map
+(``baselines.id_friction``, paper Sec. IV-D (ii)) on their free-motion frames, then the mean and spread of the
+opposing residual over their counted frames, then each motor's degraded threshold: ``margin`` times the largest
+evidence any of those episodes reached, and at least ``min_degraded_s``. A joint with fewer than
+``MIN_REFERENCE_FRAMES`` counted frames (one the tasks never move) is not monitored.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from na_common.condition_monitor import EvidenceMonitor, run_evidence
+from na_description.rigid_body import RigidBodyModel
 from na_description.servo_tables import datasheet_torque_per_effort
 from na_description.spec import RobotSpec
-from na_training.baselines.dynamics import InverseDynamicsCache, RigidBodyModel
-from na_training.baselines.id_friction import FrictionCurrentMap, IDFriction, backlash_flank
+from na_description.wear import WearReference, WearSettings, opposing_residual, standardised_excess
+from na_training.baselines.dynamics import InverseDynamicsCache
+from na_training.baselines.id_friction import IDFriction
 from na_training.baselines.id_linear import MIN_SLOPE_FRACTION
 from na_training.episode import Episode
 
-REFERENCE_KIND = "na-wear-reference"
-REFERENCE_VERSION = 1
 MIN_REFERENCE_FRAMES = 600        # counted frames a joint needs in the reference to be monitored (10-20 s of motion)
-
-
-@dataclass(frozen=True)
-class WearSettings:
-    min_speed: float = 0.1        # rad/s: slower frames carry no friction evidence (the sign of q̇ is unreliable)
-    contact_limit: float = 0.5    # the model's contact probability above which a frame is left out (1: none is)
-    drift: float = 0.5            # spreads: CUSUM reference value, half the one-spread shift it is built to see
-    margin: float = 1.5           # degraded threshold = margin x the largest reference nominal episode's evidence
-    min_degraded_s: float = 1.0   # and never below this (s of spreads): a few reference episodes are a thin sample
-    max_frame_s: float = 0.1      # a longer gap between frames counts as this long
-
-    def __post_init__(self) -> None:
-        for name in ("min_speed", "drift", "max_frame_s", "min_degraded_s"):
-            if not getattr(self, name) > 0.0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if not 0.0 < self.contact_limit <= 1.0:
-            raise ValueError(f"contact_limit must be in (0, 1], got {self.contact_limit}")
-        if not self.margin >= 1.0:
-            raise ValueError(f"margin must be at least 1, got {self.margin}")
-
-
-@dataclass
-class WearReference:
-    """What a healthy arm looks like: its actuator map, its residual statistics and the thresholds."""
-
-    robot: str
-    joint_names: list[str]
-    friction: FrictionCurrentMap
-    mean: np.ndarray              # per motor: mean of w over the reference's counted frames (N·m)
-    spread: np.ndarray            # per motor: its standard deviation (N·m)
-    degraded: np.ndarray          # per motor: evidence (s of spreads) from which degraded
-    settings: WearSettings = field(default_factory=WearSettings)
-    episodes: int = 0             # reference nominal episodes the thresholds came from
-    monitored: np.ndarray | None = None   # per motor: moved in the reference (else it carries no evidence)
-
-    def __post_init__(self) -> None:
-        if self.monitored is None:
-            self.monitored = np.ones(len(self.joint_names), dtype=bool)
-
-    @property
-    def suspect(self) -> np.ndarray:
-        return 0.5 * self.degraded
-
-    def to_json(self) -> dict:
-        friction = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(self.friction).items()}
-        return {"kind": REFERENCE_KIND, "version": REFERENCE_VERSION, "robot": self.robot,
-                "joint_names": list(self.joint_names), "friction": friction, "mean": self.mean.tolist(),
-                "spread": self.spread.tolist(), "degraded": self.degraded.tolist(),
-                "settings": asdict(self.settings), "episodes": self.episodes,
-                "monitored": [bool(m) for m in self.monitored]}
-
-    @classmethod
-    def from_json(cls, data: dict) -> WearReference:
-        if data.get("kind") != REFERENCE_KIND or data.get("version") != REFERENCE_VERSION:
-            raise ValueError(f"not a wear reference (kind {data.get('kind')!r}, version {data.get('version')!r})")
-        friction = {k: (np.asarray(v, dtype=float) if isinstance(v, list) else v)
-                    for k, v in data["friction"].items()}
-        return cls(robot=data["robot"], joint_names=list(data["joint_names"]),
-                   friction=FrictionCurrentMap(**friction), mean=np.asarray(data["mean"], dtype=float),
-                   spread=np.asarray(data["spread"], dtype=float),
-                   degraded=np.asarray(data["degraded"], dtype=float),
-                   settings=WearSettings(**data["settings"]), episodes=int(data.get("episodes", 0)),
-                   monitored=np.asarray(data["monitored"], dtype=bool))
-
-    def save(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
-
-    @classmethod
-    def load(cls, path: Path) -> WearReference:
-        try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ValueError(f"{path} is not a readable wear reference ({err})") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{path} is not a wear reference")
-        return cls.from_json(data)
-
-
-def opposing_residual(tau_ext: np.ndarray, velocity: np.ndarray, contact_prob: np.ndarray,
-                      settings: WearSettings) -> np.ndarray:
-    """w = −τ_ext·sgn(q̇) [T, n] (N·m) in frames where the joint moves and the model sees no contact, else NaN."""
-    w = -np.asarray(tau_ext, dtype=float) * np.sign(velocity)
-    counted = ((np.abs(velocity) >= settings.min_speed)
-               & (np.asarray(contact_prob, dtype=float).reshape(-1, 1) <= settings.contact_limit)
-               & np.isfinite(w))
-    return np.where(counted, w, np.nan)
-
-
-def standardised_excess(w: np.ndarray, reference: WearReference) -> np.ndarray:
-    """The CUSUM input ``(w − mean) / spread − drift``; NaN where w is and on motors not monitored."""
-    z = (w - reference.mean) / reference.spread - reference.settings.drift
-    return np.where(reference.monitored, z, np.nan)
 
 
 class WearEvidence:
@@ -206,48 +104,3 @@ class WearEvidence:
 def _unbounded(n: int, settings: WearSettings) -> EvidenceMonitor:
     """An accumulator that never decides: the reference's own evidence, for its thresholds."""
     return EvidenceMonitor(n, np.inf, np.inf, settings.max_frame_s)
-
-
-class WearStream:
-    """The wear monitor on a live arm: frames arrive in batches of any size (arm joints in spec order) and give
-    the numbers :meth:`WearEvidence.run` gives over the whole sequence at once."""
-
-    def __init__(self, spec: RobotSpec, reference: WearReference) -> None:
-        if reference.robot != spec.name:
-            raise ValueError(f"the wear reference is for robot '{reference.robot}', the arm is '{spec.name}'")
-        self.reference = reference
-        self.rigid_body = RigidBodyModel(spec)
-        self.monitor = EvidenceMonitor(len(reference.joint_names), reference.suspect, reference.degraded,
-                                       reference.settings.max_frame_s)
-        self.reset()
-
-    def reset(self) -> None:
-        """From nominal, with no frame before the next one."""
-        self.monitor.reset()
-        self._last: tuple[float, np.ndarray] | None = None
-        self._flank = np.zeros(len(self.reference.joint_names))
-
-    def add(self, time_s: np.ndarray, position: np.ndarray, velocity: np.ndarray, effort: np.ndarray,
-            gripper_slide: np.ndarray | None, contact_prob: np.ndarray) -> np.ndarray:
-        """Frames ``[T]`` / ``[T, n]`` in time order; returns the states after the last one."""
-        time_s = np.asarray(time_s, dtype=float).reshape(-1)
-        if time_s.size == 0:
-            return self.monitor.state.copy()
-        velocity = np.asarray(velocity, dtype=float)
-        if self._last is None:
-            previous_time, previous_velocity = np.r_[np.nan, time_s[:-1]], np.vstack([velocity[:1], velocity[:-1]])
-        else:
-            previous_time = np.r_[self._last[0], time_s[:-1]]
-            previous_velocity = np.vstack([self._last[1][None], velocity[:-1]])
-        acceleration = (velocity - previous_velocity) / (time_s - previous_time)[:, None]
-        self._last = (float(time_s[-1]), velocity[-1].copy())
-        flank = backlash_flank(velocity, self.reference.friction.backlash_velocity, self._flank)
-        self._flank = flank[-1].copy()
-        tau_id, _ = self.rigid_body.inverse_dynamics(position, velocity, np.nan_to_num(acceleration), gripper_slide)
-        tau_ext = tau_id - self.reference.friction.torque(np.asarray(effort, dtype=float), velocity, flank)
-        tau_ext[~np.isfinite(acceleration).all(axis=1)] = np.nan     # the first frame: no acceleration yet
-        excess = standardised_excess(opposing_residual(tau_ext, velocity, contact_prob, self.reference.settings),
-                                     self.reference)
-        for t, values in zip(time_s, excess, strict=True):
-            self.monitor.accumulate(t, values)
-        return self.monitor.state.copy()

@@ -15,6 +15,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from na_description.friction import backlash_flank
 from na_description.model import Kinematics
 from na_training.baselines.contact import ContactDetector, tune_contact_threshold
 from na_training.baselines.dynamics import (
@@ -23,7 +24,7 @@ from na_training.baselines.dynamics import (
     finite_difference_acceleration,
     force_from_joint_residual,
 )
-from na_training.baselines.id_friction import IDFriction, backlash_flank
+from na_training.baselines.id_friction import IDFriction
 from na_training.baselines.id_linear import DEFAULT_MIN_SLOPE, IDLinear
 from na_training.baselines.metrics import (
     balanced_accuracy,

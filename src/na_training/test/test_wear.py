@@ -8,9 +8,11 @@ import itertools
 import numpy as np
 import pytest
 
+from na_common.condition_monitor import EvidenceMonitor
 from na_description import load_spec
+from na_description.wear import WearFrames, WearReference, WearSettings
 from na_training.synthetic import SyntheticActuator, synthetic_episode
-from na_training.wear import WearEvidence, WearReference, WearSettings, WearStream
+from na_training.wear import WearEvidence
 
 pytestmark = pytest.mark.unit
 
@@ -109,16 +111,19 @@ def test_streaming_in_batches_gives_the_numbers_of_the_whole_episode(fitted):
     episode = _episodes([204], 2.0)[0]
     contact = (np.arange(len(episode)) % 7 == 0).astype(float)        # some frames in contact
     evidence, state, decided = wear.run(episode, contact)
-    stream = WearStream(load_spec(), reference)
+    frames = WearFrames(load_spec(), reference)
+    monitor = EvidenceMonitor(4, reference.suspect, reference.degraded, reference.settings.max_frame_s)
     arm = {name: episode.arm(name) for name in ("position", "velocity", episode.spec.effort_signal)}
     edges = [0, 1, 2, 50, 51, 300, 777, len(episode)]                  # batches of 1, 1, 48, 1, 249, 477, ...
     for start, stop in itertools.pairwise(edges):
-        states = stream.add(episode.time[start:stop], arm["position"][start:stop], arm["velocity"][start:stop],
+        excess = frames.add(episode.time[start:stop], arm["position"][start:stop], arm["velocity"][start:stop],
                             arm[episode.spec.effort_signal][start:stop], episode.gripper_slide[start:stop],
                             contact[start:stop])
-        np.testing.assert_allclose(stream.monitor.evidence, evidence[stop - 1], rtol=1e-9, atol=1e-12)
+        for t, values in zip(episode.time[start:stop], excess, strict=True):
+            states = monitor.accumulate(t, values)
+        np.testing.assert_allclose(monitor.evidence, evidence[stop - 1], rtol=1e-9, atol=1e-12)
         np.testing.assert_array_equal(states, state[stop - 1])
-    np.testing.assert_allclose(stream.monitor.decided_at, decided, rtol=1e-9)
+    np.testing.assert_allclose(monitor.decided_at, decided, rtol=1e-9)
 
 
 def test_the_whole_recording_runs_in_episode_order_without_a_reset(fitted):

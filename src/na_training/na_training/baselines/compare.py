@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from na_common.condition_monitor import MonitorSettings
 from na_description.features import history_windows
+from na_description.rigid_body import RigidBodyModel
 from na_description.servo_tables import datasheet_torque_per_effort
 from na_description.spec import RobotSpec, load_spec, robot_option_help
 from na_training.baselines.condition import (
@@ -35,7 +36,7 @@ from na_training.baselines.condition import (
     evaluate_condition_baselines,
 )
 from na_training.baselines.contact import ContactDetector
-from na_training.baselines.dynamics import InverseDynamicsCache, RigidBodyModel
+from na_training.baselines.dynamics import InverseDynamicsCache
 from na_training.baselines.id_friction import IDFriction
 from na_training.baselines.id_linear import MIN_SLOPE_FRACTION, IDLinear
 from na_training.baselines.metrics import (

@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.signal import lfilter
 
-from na_training.baselines.dynamics import RigidBodyModel, force_from_joint_residual
+from na_description.rigid_body import RigidBodyModel
+from na_training.baselines.dynamics import force_from_joint_residual
 from na_training.baselines.id_linear import IDLinear
 from na_training.baselines.metrics import force_mae
 from na_training.episode import Episode, fill_gaps
