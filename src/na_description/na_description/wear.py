@@ -73,6 +73,11 @@ class WearReference:
     def suspect(self) -> np.ndarray:
         return 0.5 * self.degraded
 
+    def check_robot(self, spec: RobotSpec) -> None:
+        """ValueError unless the reference is for ``spec``'s robot."""
+        if self.robot != spec.name:
+            raise ValueError(f"the wear reference is for robot '{self.robot}', the arm is '{spec.name}'")
+
     def to_json(self) -> dict:
         friction = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(self.friction).items()}
         return {"kind": REFERENCE_KIND, "version": REFERENCE_VERSION, "robot": self.robot,
@@ -125,28 +130,29 @@ def standardised_excess(w: np.ndarray, reference: WearReference) -> np.ndarray:
 
 
 class WearFrames:
-    """The wear excess of a live arm: frames arrive in batches of any size (arm joints in spec order) and give
-    the per-frame excess that the offline computation (``na_training.wear``) gives over the whole sequence."""
+    """The opposing residual of an arm's frames as they arrive, in batches of any size (arm joints in spec order):
+    the acceleration and the backlash flank carry over from one batch to the next, so batches give the numbers of
+    the whole sequence at once. Offline (``na_training.wear``) and live (the estimator) both run it."""
 
-    def __init__(self, spec: RobotSpec, reference: WearReference) -> None:
-        if reference.robot != spec.name:
-            raise ValueError(f"the wear reference is for robot '{reference.robot}', the arm is '{spec.name}'")
-        self.reference = reference
-        self.rigid_body = RigidBodyModel(spec)
+    def __init__(self, spec: RobotSpec, friction: FrictionCurrentMap, settings: WearSettings,
+                 rigid_body: RigidBodyModel | None = None) -> None:
+        self.friction, self.settings = friction, settings
+        self.rigid_body = rigid_body or RigidBodyModel(spec)
         self.reset()
 
     def reset(self) -> None:
         """No frame before the next one."""
         self._last: tuple[float, np.ndarray] | None = None
-        self._flank = np.zeros(len(self.reference.joint_names))
+        self._flank = np.zeros(len(self.friction.slope))
 
-    def add(self, time_s: np.ndarray, position: np.ndarray, velocity: np.ndarray, effort: np.ndarray,
-            gripper_slide: np.ndarray | None, contact_prob: np.ndarray) -> np.ndarray:
-        """Frames ``[T]`` / ``[T, n]`` in time order; their excess ``[T, n]`` (NaN: no evidence)."""
+    def opposing(self, time_s: np.ndarray, position: np.ndarray, velocity: np.ndarray, effort: np.ndarray,
+                 gripper_slide: np.ndarray | None, contact_prob: np.ndarray) -> np.ndarray:
+        """w [T, n] (N·m) of frames ``[T]`` / ``[T, n]`` in time order; NaN in frames that do not count (the
+        first frame ever has no acceleration)."""
         time_s = np.asarray(time_s, dtype=float).reshape(-1)
-        if time_s.size == 0:
-            return np.zeros((0, len(self.reference.joint_names)))
         velocity = np.asarray(velocity, dtype=float)
+        if time_s.size == 0:
+            return np.zeros((0, len(self.friction.slope)))
         if self._last is None:
             previous_time, previous_velocity = np.r_[np.nan, time_s[:-1]], np.vstack([velocity[:1], velocity[:-1]])
         else:
@@ -154,10 +160,9 @@ class WearFrames:
             previous_velocity = np.vstack([self._last[1][None], velocity[:-1]])
         acceleration = (velocity - previous_velocity) / (time_s - previous_time)[:, None]
         self._last = (float(time_s[-1]), velocity[-1].copy())
-        flank = backlash_flank(velocity, self.reference.friction.backlash_velocity, self._flank)
+        flank = backlash_flank(velocity, self.friction.backlash_velocity, self._flank)
         self._flank = flank[-1].copy()
         tau_id, _ = self.rigid_body.inverse_dynamics(position, velocity, np.nan_to_num(acceleration), gripper_slide)
-        tau_ext = tau_id - self.reference.friction.torque(np.asarray(effort, dtype=float), velocity, flank)
-        tau_ext[~np.isfinite(acceleration).all(axis=1)] = np.nan     # the first frame: no acceleration yet
-        return standardised_excess(opposing_residual(tau_ext, velocity, contact_prob, self.reference.settings),
-                                   self.reference)
+        tau_ext = tau_id - self.friction.torque(np.asarray(effort, dtype=float), velocity, flank)
+        tau_ext[~np.isfinite(acceleration).all(axis=1)] = np.nan
+        return opposing_residual(tau_ext, velocity, contact_prob, self.settings)

@@ -19,7 +19,7 @@ import numpy as np
 from na_common.condition_monitor import DEGRADED, STATE_NAMES, SUSPECT, EvidenceMonitor
 from na_common.diagnostics import WARN
 from na_description import RobotSpec
-from na_description.wear import WearFrames, WearReference
+from na_description.wear import WearFrames, WearReference, standardised_excess
 from na_estimator.condition_status import MotorConditionStatus
 
 
@@ -28,11 +28,11 @@ class WearStatus:
 
     def __init__(self, spec: RobotSpec, reference_path: str | Path) -> None:
         self.spec = spec
-        reference = WearReference.load(Path(reference_path))
-        self.frames = WearFrames(spec, reference)
+        self.reference = reference = WearReference.load(Path(reference_path))
+        reference.check_robot(spec)
+        self.frames = WearFrames(spec, reference.friction, reference.settings)
         self.monitor = EvidenceMonitor(len(reference.joint_names), reference.suspect, reference.degraded,
                                        reference.settings.max_frame_s)
-        self.path = str(reference_path)
         self._lock = threading.Lock()
 
     def add(self, stamp: float, names: Sequence[str], position: Sequence[float], velocity: Sequence[float],
@@ -42,16 +42,16 @@ class WearStatus:
         arrays = [self.spec.reorder(names, values, what)[:n][None]
                   for values, what in ((position, "position"), (velocity, "velocity"), (effort, "effort"))]
         with self._lock:
-            excess = self.frames.add(np.array([stamp]), *arrays, np.array([gripper_slide]),
+            w = self.frames.opposing(np.array([stamp]), *arrays, np.array([gripper_slide]),
                                      np.array([contact_probability]))
-            self.monitor.accumulate(stamp, excess[0])
+            self.monitor.accumulate(stamp, standardised_excess(w, self.reference)[0])
 
     def merge(self, statuses: list[MotorConditionStatus]) -> list[MotorConditionStatus]:
         """The motors' condition statuses with their wear added (the gripper, not monitored, unchanged)."""
         with self._lock:
             monitor = self.monitor
             state, evidence, decided = monitor.state.copy(), monitor.evidence.copy(), monitor.decided_at.copy()
-        reference = self.frames.reference
+        reference = self.reference
         index = {joint: k for k, joint in enumerate(reference.joint_names)}
         out = []
         for status in statuses:

@@ -69,10 +69,9 @@ def continuous_wear(wear: WearEvidence, sequences: list[tuple[int, np.ndarray, n
             times.append(time_s - time_s[0] + elapsed)
             excess.append(values)
             elapsed = float(times[-1][-1]) + wear.reference.settings.max_frame_s
-    if not times:
-        return {"operation_s": 0.0, **wear_decisions(wear.reference, np.zeros((0, 0)),
-                                                       np.full(len(wear.reference.joint_names), np.nan))}
-    _, state, decided = run_evidence(wear.monitor(), np.concatenate(times), np.concatenate(excess))
+    state, decided = np.zeros((0, 0), dtype=int), np.full(len(wear.reference.joint_names), np.nan)
+    if times:
+        _, state, decided = run_evidence(wear.monitor(), np.concatenate(times), np.concatenate(excess))
     return {"operation_s": elapsed, **wear_decisions(wear.reference, state, decided)}
 
 

@@ -18,11 +18,11 @@ from na_common.condition_monitor import EvidenceMonitor, run_evidence
 from na_description.rigid_body import RigidBodyModel
 from na_description.servo_tables import datasheet_torque_per_effort
 from na_description.spec import RobotSpec
-from na_description.wear import WearReference, WearSettings, opposing_residual, standardised_excess
+from na_description.wear import WearFrames, WearReference, WearSettings, standardised_excess
 from na_training.baselines.dynamics import InverseDynamicsCache
 from na_training.baselines.id_friction import IDFriction
 from na_training.baselines.id_linear import MIN_SLOPE_FRACTION
-from na_training.episode import Episode
+from na_training.episode import Episode, fill_gaps
 
 MIN_REFERENCE_FRAMES = 600        # counted frames a joint needs in the reference to be monitored (10-20 s of motion)
 
@@ -31,25 +31,23 @@ class WearEvidence:
     """Per-frame wear excess of episodes of one robot, with or without a fitted reference."""
 
     def __init__(self, spec: RobotSpec, reference: WearReference | None = None) -> None:
-        if reference is not None and reference.robot != spec.name:
-            raise ValueError(f"the wear reference is for robot '{reference.robot}', the episodes are "
-                             f"'{spec.name}'")
+        if reference is not None:
+            reference.check_robot(spec)
         per_unit, unit = datasheet_torque_per_effort(spec)
         self.spec = spec
-        # causal acceleration: the monitor can run on a live arm with the same numbers
-        cache = InverseDynamicsCache(RigidBodyModel(spec), accel_scheme="backward", smoothing_frames=1)
+        self.rigid_body = RigidBodyModel(spec)
+        # the map is fitted with the causal acceleration the monitor computes (na_description.wear.WearFrames)
+        cache = InverseDynamicsCache(self.rigid_body, accel_scheme="backward", smoothing_frames=1)
         self.actuator = IDFriction(cache, min_slope=MIN_SLOPE_FRACTION * per_unit, effort_unit=unit)
         self.reference = reference
         if reference is not None:
             self.actuator.friction_map = reference.friction
 
     def opposing_residual(self, episode: Episode, contact_prob: np.ndarray, settings: WearSettings) -> np.ndarray:
-        """w [T, n] (N·m): residual torque against the motion; NaN in frames that do not count (the first frame
-        has no acceleration)."""
-        velocity = episode.arm("velocity")
-        w = opposing_residual(self.actuator.joint_residual(episode), velocity, contact_prob, settings)
-        w[:1] = np.nan
-        return w
+        """w [T, n] (N·m) of one episode, as the live monitor computes it; NaN in frames that do not count."""
+        frames = WearFrames(self.spec, self.actuator.friction_map, settings, self.rigid_body)
+        return frames.opposing(episode.time, episode.arm("position"), episode.arm("velocity"),
+                               episode.arm(self.spec.effort_signal), fill_gaps(episode.gripper_slide), contact_prob)
 
     def excess(self, episode: Episode, contact_prob: np.ndarray) -> np.ndarray:
         """Per-frame CUSUM input [T, n]: ``z − drift`` in frames that count, NaN elsewhere."""

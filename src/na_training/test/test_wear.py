@@ -10,7 +10,7 @@ import pytest
 
 from na_common.condition_monitor import EvidenceMonitor
 from na_description import load_spec
-from na_description.wear import WearFrames, WearReference, WearSettings
+from na_description.wear import WearFrames, WearReference, WearSettings, standardised_excess
 from na_training.synthetic import SyntheticActuator, synthetic_episode
 from na_training.wear import WearEvidence
 
@@ -111,14 +111,15 @@ def test_streaming_in_batches_gives_the_numbers_of_the_whole_episode(fitted):
     episode = _episodes([204], 2.0)[0]
     contact = (np.arange(len(episode)) % 7 == 0).astype(float)        # some frames in contact
     evidence, state, decided = wear.run(episode, contact)
-    frames = WearFrames(load_spec(), reference)
+    frames = WearFrames(load_spec(), reference.friction, reference.settings)
     monitor = EvidenceMonitor(4, reference.suspect, reference.degraded, reference.settings.max_frame_s)
     arm = {name: episode.arm(name) for name in ("position", "velocity", episode.spec.effort_signal)}
     edges = [0, 1, 2, 50, 51, 300, 777, len(episode)]                  # batches of 1, 1, 48, 1, 249, 477, ...
     for start, stop in itertools.pairwise(edges):
-        excess = frames.add(episode.time[start:stop], arm["position"][start:stop], arm["velocity"][start:stop],
+        w = frames.opposing(episode.time[start:stop], arm["position"][start:stop], arm["velocity"][start:stop],
                             arm[episode.spec.effort_signal][start:stop], episode.gripper_slide[start:stop],
                             contact[start:stop])
+        excess = standardised_excess(w, reference)
         for t, values in zip(episode.time[start:stop], excess, strict=True):
             states = monitor.accumulate(t, values)
         np.testing.assert_allclose(monitor.evidence, evidence[stop - 1], rtol=1e-9, atol=1e-12)
