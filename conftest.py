@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from _pytest.mark.expression import Expression  # pytest's own -m parser: the same reading as -m
 
+from na_common.dds_transport import use_udp_transport
+
 # Each test session gets its own DDS domain and localhost-only discovery, so parallel
 # sessions (and other ROS processes on the machine) never see each other. Set before any
 # test module imports rclpy. Workers of one ``pytest -n N`` run (pytest-xdist) share the
@@ -29,6 +31,8 @@ if _WORKER.startswith("gw"):
     os.environ["ROS_DOMAIN_ID"] = str(1 + (int(os.environ["ROS_DOMAIN_ID"]) + 1 + int(_WORKER[2:])) % 101)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+# Localhost over UDP, no shared memory: see na_common.dds_transport (its port check can stall a publish).
+use_udp_transport()
 
 
 def _selects_live_tests(marker_expression: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -83,5 +84,10 @@ def test_every_message_field_states_its_unit() -> None:
 
 
 def test_session_has_its_own_dds_domain() -> None:
-    assert os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+    # Localhost only: the middleware's own configuration (SYSTEM_DEFAULT), a Fast DDS profile on the loopback.
+    assert os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SYSTEM_DEFAULT"
+    profile = Path(os.environ["FASTRTPS_DEFAULT_PROFILES_FILE"]).read_text()
+    assert "<useBuiltinTransports>false</useBuiltinTransports>" in profile
+    assert re.findall(r"<address>([^<]*)</address>", profile) and \
+        set(re.findall(r"<address>([^<]*)</address>", profile)) == {"127.0.0.1"}
     assert 0 < int(os.environ["ROS_DOMAIN_ID"]) <= 101

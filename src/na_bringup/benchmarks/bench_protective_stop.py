@@ -45,6 +45,7 @@ from na_bringup.live_integrity import IntegrityWatch, describe
 from na_bringup.paths import config_file
 from na_bringup.sim_graph import GraphError, launched, ros_env, sim_rig
 from na_common import topics
+from na_common.dds_transport import use_udp_transport
 from na_common.diagnostics import ERROR, PROTECTIVE_STOP_PART, split_status_name
 from na_common.machine import machine_line
 
@@ -279,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.model = args.model.resolve()
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    use_udp_transport()
     print(machine_line(), flush=True)
     enabled = not args.no_stop
     runs = [(t.split(":")[0], float(t.split(":")[1]) if ":" in t else 0.0) for t in args.nominal] \

@@ -32,6 +32,7 @@ from na_bringup.live_eval import LiveScore, score_live
 from na_bringup.live_integrity import Fault, IntegrityWatch, describe
 from na_bringup.sim_graph import GraphError, launched, ros_env, sim_rig
 from na_common import topics
+from na_common.dds_transport import use_udp_transport
 from na_common.diagnostics import TELEOP_STATUS
 
 STAGES = 8
@@ -468,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(demo.out)
     demo.logs.mkdir(parents=True)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    use_udp_transport()   # for this process and every node it starts
     try:
         generated = demo.generate()
         live = demo.record_live()

@@ -25,6 +25,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from na_common.dds_transport import use_udp_transport
 from na_common.diagnostics import Level, StatusReport
 from na_common.node_signals import STOP
 from na_common.stamps import IncreasingStamps, clock_ns_at, split_ns
@@ -184,7 +185,10 @@ def run_node(executable: str, help_text: Callable[[], str], make_node: Callable[
     stopper: list[threading.Thread] = []     # the thread that shuts the context down for a spin of a node's own
     try:
         if not stop_requested():
+            transport_note = use_udp_transport()
             rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+            if transport_note:
+                logger.info(transport_note)
             node = make_node()
         if node is not None:
             ignored = undeclared_overrides(node)

@@ -39,6 +39,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from na_common.dds_transport import use_udp_transport
 from na_common.machine import machine_line
 from na_description import load_spec
 from na_driver.arm_config import build_config
@@ -185,6 +186,7 @@ def bench_campaign(seconds: float) -> tuple[int, float]:
 
     emulator = EmulatorProcess(SPEC.servo_ids, baud_rate=BAUD, wire_time=True, faults=CAMPAIGN_FAULTS,
                                moving_truth=True, priority=EMULATOR_PRIORITY)
+    use_udp_transport()
     rclpy.init()
     received: list[tuple[ArmState, int]] = []
     node = ArmDriverNode(namespace="bench", parameter_overrides=[

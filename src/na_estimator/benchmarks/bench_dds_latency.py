@@ -36,6 +36,7 @@ import numpy as np
 
 from na_common import topics
 from na_common.ament import find_executable
+from na_common.dds_transport import use_udp_transport
 from na_common.machine import machine_line
 
 DEFAULT_ESTIMATOR = find_executable("na_estimator", "estimator")
@@ -444,6 +445,7 @@ def run_config(args, config: Config, frames: dict[str, np.ndarray], model_path: 
 def run(args: argparse.Namespace) -> str:
     os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    use_udp_transport()
     os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     ticks = round(args.seconds * args.rate)
     if args.bag:

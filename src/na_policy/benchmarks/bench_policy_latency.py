@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from na_common.dds_transport import use_udp_transport
 from na_common.machine import machine_line
 
 POSE = [0.0, 0.15, -0.46, 1.66, -0.26]
@@ -205,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ["ROS_DOMAIN_ID"] = str(args.domain if args.domain is not None else 90 + os.getpid() % 10)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    use_udp_transport()
     with tempfile.TemporaryDirectory(prefix="na_policy_bench_") as tmp:
         policy = args.policy.resolve() if args.policy else random_policy(Path(tmp))
         return run(policy, args.seconds, args.state_rate)

@@ -15,6 +15,7 @@ import numpy as np
 from na_bringup.live_integrity import IntegrityWatch
 from na_bringup.live_monitor import GraphWatch, status_level
 from na_common import topics
+from na_common.dds_transport import use_udp_transport
 from na_common.stamps import stamp_seconds
 
 
@@ -65,6 +66,7 @@ class LiveProbe:
 
         self.context = Context()
         # No rclpy signal handler: the CLI's (stop_on_signals) ends the run.
+        use_udp_transport()
         rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
         self.node = rclpy.create_node("na_policy_probe", context=self.context)
         self.data = Collected()

@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from na_common.dds_transport import use_udp_transport
 from na_common.machine import machine_line
 
 SCHED_FIFO = 1
@@ -95,6 +96,7 @@ def main() -> int:
     print(f"machine: {machine_line()}", flush=True)
     env = {**os.environ, "ROS_DOMAIN_ID": os.environ.get("ROS_DOMAIN_ID", "91"),
            "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+    use_udp_transport(env)
     with tempfile.TemporaryDirectory(prefix="na_graph_cpu_") as tmp:
         work = Path(tmp)
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hog)]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from na_common import topics
+from na_common.dds_transport import use_udp_transport
 from na_common.diagnostics import RIG_PACE_STATUS
 from na_sim.child_process import ChildProcess, say_goodbye, serve, take_realtime
 
@@ -37,6 +38,7 @@ class TruthPublisher:
         self._truth, self._frame_id = truth, frame_id
         self._wrench_cls, self._bool_cls = WrenchStamped, Bool
         self.context = Context()
+        use_udp_transport()
         rclpy.init(context=self.context, args=[])
         self.node = rclpy.create_node("sim_truth", context=self.context)
         self.wrench_pub = self.node.create_publisher(WrenchStamped, topics.TRUTH_WRENCH, 10)

@@ -30,6 +30,7 @@ from rclpy.node import Node
 
 from na_common import topics
 from na_common.ament import find_executable
+from na_common.dds_transport import use_udp_transport
 from na_description import load_spec
 from na_msgs.msg import ArmState, JointCommand
 from na_teleop.teleop_core import TeleopConfig, TeleopCore
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds discarded at the start")
     options = parser.parse_args(argv)
+    use_udp_transport()   # this process and the teleop process it starts
 
     executable = find_executable("na_teleop", "teleop")
     if executable is None:

@@ -25,6 +25,7 @@ from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import Bool, String
 
 from na_common import topics
+from na_common.dds_transport import use_udp_transport
 from na_common.episode_bag.metadata import CONDITION_FORMS, CONDITION_PATTERN, FORCE_SOURCES
 from na_msgs.msg import EpisodeInfo
 from na_msgs.srv import DiscardEpisode, StartEpisode, StopEpisode
@@ -117,6 +118,7 @@ def _run(args: argparse.Namespace) -> int:
     payload = args.payload if args.payload is not None else float(input("payload grams [0]: ").strip() or 0)
     force_source = args.force_source or ("payload" if payload > 0 else "none")
     # Ctrl-C raises KeyboardInterrupt here (handled in main) instead of invalidating the context mid-call.
+    use_udp_transport()
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node("na_record")
     client = RecordClient(node, args.recorder, args.timeout)
