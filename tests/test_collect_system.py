@@ -240,6 +240,20 @@ def test_collect_graph_records_payload_and_push_episodes(ros_graph, wait_for, tm
 
 
 @pytest.mark.system
+def _assert_no_shared_memory_port(launch_pid: int) -> None:
+    """No node process of the graph has a Fast DDS shared-memory port mapped (its port check can stall a whole
+    Python process; see na_common.dds_transport): read from the kernel's memory maps of each process."""
+    import psutil
+
+    nodes = [child for child in psutil.Process(launch_pid).children(recursive=True)
+             if any(name in " ".join(child.cmdline())
+                    for name in ("/arm_driver ", "/recorder ", "/ft_driver ", "/teleop "))]
+    assert len(nodes) >= 5, [child.cmdline() for child in psutil.Process(launch_pid).children(recursive=True)]
+    for node in nodes:
+        maps = Path(f"/proc/{node.pid}/maps").read_text()
+        assert "fastrtps_port" not in maps, f"{' '.join(node.cmdline())} maps a shared-memory port"
+
+
 def test_the_readme_one_command_collect_on_the_simulated_rig(ros_graph, tmp_path, quick_ft_config, live) -> None:
     """`na-launch na_bringup collect.launch.xml sim:=true start_rig:=true --run` (the README's command for
     `ros2 launch`): the drivers start before the rig has linked its ports and wait for them; an episode
@@ -258,7 +272,11 @@ def test_the_readme_one_command_collect_on_the_simulated_rig(ros_graph, tmp_path
     # on a loaded machine, and then every process writing to it blocks and the graph stalls.
     log_path = tmp_path / "na-launch.log"
     log_file = log_path.open("w")
-    process = subprocess.Popen(command, env={**os.environ, **ros_env()}, stdout=log_file,
+    # As from a user's shell: localhost-only discovery, no Fast DDS profile (each node picks its transport).
+    user_shell = {key: value for key, value in {**os.environ, **ros_env()}.items()
+                  if key not in ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_BUILTIN_TRANSPORTS")}
+    user_shell["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    process = subprocess.Popen(command, env=user_shell, stdout=log_file,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
     operator = Operator(ros_graph, live)
 
@@ -278,6 +296,7 @@ def test_the_readme_one_command_collect_on_the_simulated_rig(ros_graph, tmp_path
             raise AssertionError(f"{err}; na-launch output:\n{launch_output()}") from None
         report = operator.record("one_command", 0.0, "ft_sensor", 2.0)
         assert report.success, report.message
+        _assert_no_shared_memory_port(process.pid)
         process.send_signal(signal.SIGINT)
         code = process.wait(timeout=60)
     finally:

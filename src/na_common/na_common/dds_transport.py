@@ -36,16 +36,20 @@ def udp_transport_environment(environ: Mapping[str, str]) -> dict[str, str]:
     (empty when there is nothing to change or the user configured the middleware)."""
     if environ.get("RMW_IMPLEMENTATION", FAST_DDS_RMW) != FAST_DDS_RMW:
         return {}
-    if any(environ.get(name) for name in PROFILE_VARIABLES) or environ.get(BUILTIN_TRANSPORTS_VARIABLE):
+    own_profile = environ.get(PROFILE_VARIABLES[0]) == str(PROFILE_PATH)
+    user_profile = any(environ.get(name) for name in PROFILE_VARIABLES) and not own_profile
+    if user_profile or environ.get(BUILTIN_TRANSPORTS_VARIABLE):
         return {}
+    localhost = {RANGE_VARIABLE: "SYSTEM_DEFAULT", PROFILE_VARIABLES[0]: str(PROFILE_PATH)}
     if environ.get(LOCALHOST_ONLY_VARIABLE) == "1":   # deprecated, and it overrides the range in rcl
-        return {LOCALHOST_ONLY_VARIABLE: "0", RANGE_VARIABLE: "SYSTEM_DEFAULT", PROFILE_VARIABLES[0]: str(PROFILE_PATH)}
-    discovery_range = environ.get(RANGE_VARIABLE, "")
-    if discovery_range == "LOCALHOST":
-        return {RANGE_VARIABLE: "SYSTEM_DEFAULT", PROFILE_VARIABLES[0]: str(PROFILE_PATH)}
-    if discovery_range == "OFF":
-        return {}
-    return {BUILTIN_TRANSPORTS_VARIABLE: "UDPv4"}
+        wanted = {LOCALHOST_ONLY_VARIABLE: "0", **localhost}
+    elif environ.get(RANGE_VARIABLE) == "LOCALHOST" or own_profile:   # own profile: a parent set it up
+        wanted = localhost
+    elif environ.get(RANGE_VARIABLE) == "OFF":
+        wanted = {}
+    else:
+        wanted = {BUILTIN_TRANSPORTS_VARIABLE: "UDPv4"}
+    return {name: value for name, value in wanted.items() if environ.get(name) != value}
 
 
 def use_udp_transport(environ: MutableMapping[str, str] | None = None) -> str:

@@ -24,6 +24,14 @@ def test_localhost_discovery_becomes_the_loopback_udp_profile() -> None:
     assert deprecated["ROS_LOCALHOST_ONLY"] == "0" and deprecated[RANGE] == "SYSTEM_DEFAULT" and PROFILE in deprecated
 
 
+def test_a_range_reset_to_localhost_under_the_profile_is_set_back() -> None:
+    # A child that sets LOCALHOST again over its parent's set-up (a test worker, a benchmark) would run with
+    # rmw_fastrtps' shared memory on top of the profile.
+    configured = udp_transport_environment({RANGE: "LOCALHOST"})
+    assert udp_transport_environment({**configured, RANGE: "LOCALHOST"}) == {RANGE: "SYSTEM_DEFAULT"}
+    assert udp_transport_environment(configured) == {}
+
+
 def test_other_ranges_keep_their_discovery_and_drop_shared_memory() -> None:
     assert udp_transport_environment({}) == {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
     assert udp_transport_environment({RANGE: "SUBNET"}) == {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
