@@ -567,8 +567,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="End-to-end estimator latency through real DDS: a publisher process replays follower ArmState "
                     "+ JointCommand, the installed estimator runs in its own process, a subscriber process "
                     "measures publish -> /estimator/estimate latency (p50/p99/max) and losses.",
-        epilog="Runs on a private ROS_DOMAIN_ID with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST; every process it "
-               "starts is stopped before it exits.")
+        epilog="Runs on a private ROS_DOMAIN_ID, localhost only, over UDP on the loopback as the suite's nodes do "
+               "(na_common.dds_transport; FASTDDS_BUILTIN_TRANSPORTS=DEFAULT keeps Fast DDS's shared memory); every "
+               "process it starts is stopped before it exits.")
     parser.add_argument("--seconds", type=float, default=60.0, help="replay duration in s (default 60)")
     parser.add_argument("--rate", type=float, default=CONTROL_RATE_HZ,
                         help=f"ArmState rate in Hz (default {CONTROL_RATE_HZ:g}, the paper's control rate)")
