@@ -21,6 +21,7 @@ from na_bringup.live_monitor import GraphWatch
 from na_bringup.paths import config_file
 from na_bringup.sim_graph import launched, ros_env, sim_rig
 from na_common.bag_repair import recover_incomplete_episodes
+from na_common.dds_transport import plain_localhost_environment
 from na_common.episode_bag import EpisodeReader
 
 ARM_RATE_HZ = 100.0        # loop_rate of config/leader_arm.yaml and follower_arm.yaml
@@ -239,7 +240,6 @@ def test_collect_graph_records_payload_and_push_episodes(ros_graph, wait_for, tm
             assert sum(1 for _ in reader.messages("/follower/arm_state")) > 100
 
 
-@pytest.mark.system
 def _assert_no_shared_memory_port(launch_pid: int) -> None:
     """No node process of the graph has a Fast DDS shared-memory port mapped (its port check can stall a whole
     Python process; see na_common.dds_transport): read from the kernel's memory maps of each process."""
@@ -254,6 +254,7 @@ def _assert_no_shared_memory_port(launch_pid: int) -> None:
         assert "fastrtps_port" not in maps, f"{' '.join(node.cmdline())} maps a shared-memory port"
 
 
+@pytest.mark.system
 def test_the_readme_one_command_collect_on_the_simulated_rig(ros_graph, tmp_path, quick_ft_config, live) -> None:
     """`na-launch na_bringup collect.launch.xml sim:=true start_rig:=true --run` (the README's command for
     `ros2 launch`): the drivers start before the rig has linked its ports and wait for them; an episode
@@ -273,10 +274,7 @@ def test_the_readme_one_command_collect_on_the_simulated_rig(ros_graph, tmp_path
     log_path = tmp_path / "na-launch.log"
     log_file = log_path.open("w")
     # As from a user's shell: localhost-only discovery, no Fast DDS profile (each node picks its transport).
-    user_shell = {key: value for key, value in {**os.environ, **ros_env()}.items()
-                  if key not in ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_BUILTIN_TRANSPORTS")}
-    user_shell["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    process = subprocess.Popen(command, env=user_shell, stdout=log_file,
+    process = subprocess.Popen(command, env=plain_localhost_environment({**os.environ, **ros_env()}), stdout=log_file,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
     operator = Operator(ros_graph, live)
 

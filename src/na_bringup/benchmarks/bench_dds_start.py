@@ -18,13 +18,14 @@ A freeze is a step (node, publisher or publish gap) of at least ``--freeze-ms``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import textwrap
 import time
 
-from na_common.dds_transport import use_udp_transport
+from na_common.dds_transport import plain_localhost_environment, use_udp_transport
 from na_common.machine import machine_line
 
 _FRESH = textwrap.dedent("""
@@ -61,19 +62,13 @@ _PEER = textwrap.dedent("""
 
 
 def _environment(transport: str, domain: int) -> dict[str, str]:
-    environ = {key: value for key, value in os.environ.items()
-               if key not in ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_DEFAULT_PROFILES_FILE",
-                              "FASTDDS_BUILTIN_TRANSPORTS", "ROS_LOCALHOST_ONLY")}
-    environ.update({"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp",
-                    "ROS_DOMAIN_ID": str(domain)})
+    environ = {**plain_localhost_environment(os.environ), "ROS_DOMAIN_ID": str(domain)}
     if transport == "localhost-udp":
         use_udp_transport(environ)
     return environ
 
 
 def run(transport: str, domain: int, peers: int, starts: int, seconds: float, freeze_ms: float) -> list[dict]:
-    import json
-
     environ = _environment(transport, domain)
     lifetime = 8.0 + starts * (seconds + 3.0)
     idle = [subprocess.Popen([sys.executable, "-c", _PEER, str(k), str(lifetime)], env=environ)

@@ -52,6 +52,15 @@ def udp_transport_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in wanted.items() if environ.get(name) != value}
 
 
+def plain_localhost_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` as a user's shell with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and no DDS transport setting
+    (what rmw_fastrtps turns into shared memory plus UDP); for benchmarks and tests that start from there."""
+    plain = {name: value for name, value in environ.items()
+             if name not in (*PROFILE_VARIABLES, BUILTIN_TRANSPORTS_VARIABLE, LOCALHOST_ONLY_VARIABLE)}
+    plain.update({RANGE_VARIABLE: "LOCALHOST", "RMW_IMPLEMENTATION": FAST_DDS_RMW})
+    return plain
+
+
 def use_udp_transport(environ: MutableMapping[str, str] | None = None) -> str:
     """Apply :func:`udp_transport_environment` to ``environ`` (this process's environment by default; call it
     before the first ``rclpy.init``). Returns a line for the log, empty when nothing changed."""

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from na_common.dds_transport import udp_transport_environment, use_udp_transport
+from na_common.dds_transport import plain_localhost_environment, udp_transport_environment, use_udp_transport
 
 RANGE = "ROS_AUTOMATIC_DISCOVERY_RANGE"
 PROFILE = "FASTRTPS_DEFAULT_PROFILES_FILE"
@@ -92,10 +92,8 @@ _PROBE = textwrap.dedent("""
 
 
 def _probe_env(localhost_udp: bool) -> dict[str, str]:
-    environ = {key: value for key, value in os.environ.items()
-               if key not in (RANGE, PROFILE, "FASTDDS_BUILTIN_TRANSPORTS", "ROS_LOCALHOST_ONLY")}
-    environ.update({RANGE: "LOCALHOST", "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp",
-                    "ROS_DOMAIN_ID": str(1 + (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 50) % 101)})
+    environ = {**plain_localhost_environment(os.environ),
+               "ROS_DOMAIN_ID": str(1 + (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 50) % 101)}
     if localhost_udp:
         use_udp_transport(environ)
     return environ
