@@ -151,8 +151,8 @@ def test_commands_are_clamped_and_reach_the_registers(emulated_arm, make_core) -
 JOINTS = [JointMap(j.servo_id, j.drive_direction, j.homing_offset) for j in SPEC.joints]
 
 
-def published_value_errors(samples, served) -> tuple[int, int, list[str]]:
-    check = check_published(samples, served, JOINTS)
+def published_value_errors(samples, served, undetected=()) -> tuple[int, int, list[str]]:
+    check = check_published(samples, served, JOINTS, undetected)
     return check.fresh, check.stale, check.wrong
 
 
@@ -195,7 +195,9 @@ def test_fault_campaign_with_moving_truth_publishes_no_wrong_value(make_core) ->
         finally:
             core.shutdown()
         report = bus.stop()
-    fresh, stale, wrong = published_value_errors(samples, report.served)
+    # A corrupted reply whose CRC still held (CRC-16 passes about 1 in 65,536 random corruptions; this campaign
+    # corrupts a few hundred replies) is data to any driver: the emulator records it, and it is not counted here.
+    fresh, stale, wrong = published_value_errors(samples, report.served, report.undetected)
     assert wrong == [], wrong[:5]
     counters = core.bus.counters
     assert report.faults["status_delayed"] > 0 and report.faults["status_dropped"] > 0

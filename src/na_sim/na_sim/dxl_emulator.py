@@ -69,6 +69,8 @@ class DxlBusEmulator(PtyBus[p2.Packet, ServoRegisters]):
     """
 
     RETURN_DELAY_UNIT_S = xm430.RETURN_DELAY_UNIT_S
+    FRAMING_BYTES = p2.FRAMING_BYTES
+    CHECK_BYTES = p2.CHECK_BYTES
 
     def __init__(self, servos: Sequence[ServoRegisters], *, baud_rate: int = 1_000_000, wire_time: bool = False,
                  faults: DxlFaults | DxlFaultInjector | None = None, on_write: WriteHook | None = None,
@@ -83,6 +85,12 @@ class DxlBusEmulator(PtyBus[p2.Packet, ServoRegisters]):
         self._registered: dict[int, tuple[int, bytes]] = {}   # id(servo) -> pending Reg Write
         # Each servo's own clock: a fixed phase so that two servos' ticks differ, as on a real bus.
         self._tick_phase_ms = {id(s): (s.servo_id * 7919) % TICK_WRAP for s in self.servos}
+
+    def _status_checks(self, packet: bytes) -> list[tuple[int, int]]:
+        return p2.status_checks(packet)
+
+    def _check_holds(self, packet: bytes, check_index: int) -> bool:
+        return p2.check_holds(packet, check_index)
 
     # ---- dispatch ------------------------------------------------------------------------------
     def _handle(self, packet: p2.Packet) -> None:
@@ -245,7 +253,8 @@ class DxlBusEmulator(PtyBus[p2.Packet, ServoRegisters]):
                     entries.append((self._alert(servo) | exc.code, servo_id, bytes(length)))
                 first = first or servo
         if first is not None:
-            self._send(first, p2.build_fast_status(entries), collide=True)
+            self._send(first, p2.build_fast_status(entries), collide=True,
+                       checks=p2.fast_status_checks(len(data) for _, _, data in entries))
 
     def _sync_write(self, packet: p2.Packet) -> None:
         if len(packet.params) < 4:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from na_description import xm430
-from na_sim.faults import DxlFaults
+from na_sim.faults import DxlFaults, UndetectedCorruption
 from na_sim.moving_truth import ReadCounterTruth, ServedRead
 
 START_TIMEOUT_S = 60.0          # spawning a Python process on a loaded 2-core machine can take seconds
@@ -34,6 +34,7 @@ class EmulatorReport:
     faults: dict[str, int]
     served: list[ServedRead] = field(default_factory=list)
     registers: dict[int, bytes] = field(default_factory=dict)     # servo ID -> final 256-byte table
+    undetected: list[UndetectedCorruption] = field(default_factory=list)   # corrupted replies whose CRC held
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def _serve(connection, setup: _Setup) -> None:
     emulator.stop()
     connection.send(EmulatorReport(dict(emulator.stats), emulator.fault_counters,
                                    list(truth.records) if truth is not None else [],
-                                   {servo.servo_id: servo.snapshot() for servo in servos}))
+                                   {servo.servo_id: servo.snapshot() for servo in servos}, list(emulator.undetected)))
 
 
 class EmulatorProcess:

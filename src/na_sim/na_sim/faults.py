@@ -44,6 +44,15 @@ class DxlFaults:
 
 
 @dataclass(frozen=True)
+class UndetectedCorruption:
+    """A corrupted reply whose checksum still held, so any receiver takes it as data: CRC-16 passes about one
+    random multi-byte corruption in 65,536, a one-byte checksum one in 256. No driver can reject it."""
+
+    servo_id: int             # the servo whose part of the reply was corrupted (the ID the receiver reads)
+    time: float               # time.monotonic() when the reply was queued to go out
+
+
+@dataclass(frozen=True)
 class FtFaults:
     """Faults of the F/T sensors. Rates are probabilities per record (UDP) or per line (serial)."""
 

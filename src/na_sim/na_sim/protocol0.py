@@ -46,6 +46,21 @@ def build_packet(servo_id: int, instruction: int, params: bytes = b"") -> bytes:
     return HEADER + body + bytes([checksum(body)])
 
 
+FRAMING_BYTES = 4                   # header, ID and LEN
+CHECK_BYTES = 1
+_ID_INDEX = 2
+
+
+def status_checks(packet: bytes) -> list[tuple[int, int]]:
+    """(ID index, checksum index) of the one part of a status packet a receiver checks."""
+    return [(_ID_INDEX, len(packet) - CHECK_BYTES)]
+
+
+def check_holds(packet: bytes, checksum_index: int) -> bool:
+    """True when the checksum at ``checksum_index`` matches ID .. the last parameter before it."""
+    return checksum(packet[_ID_INDEX:checksum_index]) == packet[checksum_index]
+
+
 def build_instruction(servo_id: int, instruction: int, params: bytes = b"") -> bytes:
     return build_packet(servo_id, instruction, params)
 

@@ -18,6 +18,7 @@ BROADCAST_ID = 0xFE
 MAX_ID = 252
 MIN_LENGTH = 3                      # LEN of a packet without parameters: INST + CRC
 MAX_LENGTH = 4096                   # longest LEN the parser accepts before it resynchronises
+_ID_INDEX = 4
 
 # Instructions (e-manual, Protocol 2.0 "Instruction").
 PING = 0x01
@@ -107,6 +108,31 @@ def build_fast_status(entries: Iterable[tuple[int, int, bytes]]) -> bytes:
     return bytes(frame)
 
 
+FRAMING_BYTES = 7                   # header, ID and LEN: a packet whose framing changed is not a packet of this layout
+CHECK_BYTES = 2
+
+
+def status_checks(packet: bytes) -> list[tuple[int, int]]:
+    """(ID index, CRC index) of each part of a plain status packet a receiver checks: one, the whole packet."""
+    return [(_ID_INDEX, len(packet) - CHECK_BYTES)]
+
+
+def fast_status_checks(data_lengths: Iterable[int]) -> list[tuple[int, int]]:
+    """(ID index, CRC index) of each servo's part of a Fast Sync/Bulk Read status (:func:`build_fast_status`):
+    each part's CRC covers the packet up to it, so a receiver may keep the parts before a broken one."""
+    checks, start = [], len(HEADER) + 4          # after header, ID, LEN and INST
+    for length in data_lengths:
+        crc_index = start + 2 + length           # ERR, ID, data
+        checks.append((start + 1, crc_index))
+        start = crc_index + CHECK_BYTES
+    return checks
+
+
+def check_holds(packet: bytes, crc_index: int) -> bool:
+    """True when the CRC at ``crc_index`` matches the bytes before it."""
+    return crc16(packet[:crc_index]) == int.from_bytes(packet[crc_index:crc_index + CHECK_BYTES], "little")
+
+
 @dataclass(frozen=True)
 class Packet:
     """One packet found in the byte stream; ``params`` are unstuffed (for status packets they start with ERR).
@@ -191,7 +217,7 @@ class PacketParser:
             if not ok:
                 self.checksum_errors += 1
             body = unstuff(raw[7:-2])
-            return Packet(servo_id=raw[4], instruction=body[0], params=body[1:], checksum_ok=ok, raw=raw)
+            return Packet(servo_id=raw[_ID_INDEX], instruction=body[0], params=body[1:], checksum_ok=ok, raw=raw)
 
     def _drop(self, count: int) -> None:
         if count > 0:

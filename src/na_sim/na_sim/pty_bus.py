@@ -7,7 +7,8 @@ like a USB serial adapter), feeds it the bytes the client writes, resynchronises
 incomplete for ``PARTIAL_PACKET_TIMEOUT_S`` and writes replies at the time they would have left a
 real bus: after the servo's Return Delay and, with ``wire_time``, after every byte took its 10 bit
 times at the baud rate. Injected faults (:class:`~na_sim.faults.DxlFaultInjector`) drop, delay and
-corrupt replies here.
+corrupt replies here; a corrupted reply whose checksums still hold is recorded in ``undetected``
+(:class:`~na_sim.faults.UndetectedCorruption`), so that an oracle can tell it from a driver's fault.
 
 Hooks for the rest of the simulation, all run in the bus thread; an exception from one is counted
 in ``stats["hook_errors"]`` and logged, and the bus goes on serving:
@@ -32,7 +33,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
-from na_sim.faults import DxlFaultInjector, DxlFaults
+from na_sim.faults import DxlFaultInjector, DxlFaults, UndetectedCorruption
 
 LOG = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ BITS_PER_BYTE_ON_WIRE = 10          # 8N1: start + 8 data + stop
 PARTIAL_PACKET_TIMEOUT_S = 0.02     # a packet incomplete this long is given up (resync)
 _POLL_S = 0.05                      # how often the bus thread looks at the stop flag
 _SPIN_BELOW_S = 2e-4                # sleeps shorter than this are spun for Return Delay accuracy
+
+Checks = list[tuple[int, int]]      # (ID index, CRC/checksum index) of each checked part of a reply
 
 
 class Packet(Protocol):
@@ -101,6 +104,9 @@ class PtyBus(Generic[PacketT, ServoT]):
     # arrives once its delay is over, i.e. inside a later transaction (DxlFaults.delay_status_s). False:
     # the bus thread sends it after the delay, before it reads the next instruction.
     HOLDS_LATE_REPLIES: ClassVar[bool] = True
+    # The protocol's packet checks, for telling a corruption a receiver rejects from one it takes as data.
+    FRAMING_BYTES: ClassVar[int]               # header, ID and length
+    CHECK_BYTES: ClassVar[int]                 # bytes of one CRC or checksum
 
     def __init__(self, parser: PacketStream[PacketT], servos: Sequence[ServoT], *, baud_rate: int = 1_000_000,
                  wire_time: bool = False, faults: DxlFaults | DxlFaultInjector | None = None,
@@ -128,7 +134,8 @@ class PtyBus(Generic[PacketT, ServoT]):
         self._stop = threading.Event()
         self._started_at = time.monotonic()
         self._bus_free_at = 0.0               # perf_counter time the bus is idle again
-        self._late: list[tuple[float, bytes]] = []   # held-back replies: (monotonic time not before, packet)
+        self._late: list[tuple[float, bytes, Checks | None]] = []   # held back: (monotonic not before, packet, checks)
+        self.undetected: list[UndetectedCorruption] = []
         self._queued = 0                      # instruction packets parsed but not handled yet
         self._unsent: list[bytes] = []        # replies due already, written together (see _queue_reply)
 
@@ -184,6 +191,14 @@ class PtyBus(Generic[PacketT, ServoT]):
         while the subclass has timed work between packets."""
         return timeout
 
+    def _status_checks(self, packet: bytes) -> Checks:
+        """(ID index, check index) of each part of a reply that a receiver checks on its own."""
+        raise NotImplementedError
+
+    def _check_holds(self, packet: bytes, check_index: int) -> bool:
+        """True when the CRC or checksum at ``check_index`` of ``packet`` matches the bytes it covers."""
+        raise NotImplementedError
+
     def _between_packets(self) -> bool:
         """Called whenever the bus thread is not inside a packet: after each batch of received bytes was
         handled and when the line stayed silent for a poll. Returns True when it changed a servo table."""
@@ -211,13 +226,14 @@ class PtyBus(Generic[PacketT, ServoT]):
             self.stats["hook_errors"] += 1
             LOG.exception("%s hook failed", name)
 
-    def _send(self, servo: ServoT, packet: bytes, collide: bool = False) -> None:
+    def _send(self, servo: ServoT, packet: bytes, collide: bool = False, checks: Checks | None = None) -> None:
         """The servo's Return Delay, wire time and injected faults, then the bytes onto the pty.
 
         Times are absolute deadlines on one bus clock (``_bus_free_at``: when the last byte on the
         wire has arrived), so a late wake-up on a loaded machine does not add up over the replies
         of a Sync Read. With ``collide`` (one of the replies to a Sync/Bulk read) a reply that would
         go out while the host is already sending its next instruction is lost (``stats["collisions"]``).
+        ``checks``: the reply's parts as :meth:`_status_checks` gives them, for a reply of several parts.
         """
         due = self._bus_free_at + servo.get("return_delay_time") * self.RETURN_DELAY_UNIT_S
         if self.wire_time:
@@ -229,7 +245,7 @@ class PtyBus(Generic[PacketT, ServoT]):
             return
         if self.injector.delay_status():
             if self.HOLDS_LATE_REPLIES:
-                self._late.append((time.monotonic() + self.injector.faults.delay_status_s, packet))
+                self._late.append((time.monotonic() + self.injector.faults.delay_status_s, packet, checks))
                 return
             due += self.injector.faults.delay_status_s
         if due > time.perf_counter():
@@ -239,7 +255,32 @@ class PtyBus(Generic[PacketT, ServoT]):
         if collide and self._host_is_sending():
             self.stats["collisions"] += 1
             return
-        self._queue_reply(self.injector.corrupt(packet))
+        self._queue_reply(self._corrupt(packet, checks))
+
+    def _corrupt(self, packet: bytes, checks: Checks | None) -> bytes:
+        """The injector's corruption of ``packet``; a part that changed while its check still holds is recorded."""
+        received = self.injector.corrupt(packet)
+        if received != packet:
+            now = time.monotonic()
+            for servo_id in self._undetected_ids(packet, received, checks or self._status_checks(packet)):
+                self.stats["undetected_corruptions"] += 1
+                self.undetected.append(UndetectedCorruption(servo_id, now))
+        return received
+
+    def _undetected_ids(self, original: bytes, received: bytes, checks: Checks) -> list[int]:
+        """IDs of the parts of ``received`` a receiver that checks each part in order would take although they
+        differ from ``original``. A changed header or length is left out: the receiver frames another packet."""
+        if received[:self.FRAMING_BYTES] != original[:self.FRAMING_BYTES]:
+            return []
+        ids, start = [], 0
+        for id_index, check_index in checks:
+            if not self._check_holds(received, check_index):
+                break                              # this part and every later one are rejected
+            end = check_index + self.CHECK_BYTES
+            if received[start:end] != original[start:end]:
+                ids.append(received[id_index])
+            start = end
+        return ids
 
     def _wire_s(self, byte_count: int) -> float:
         return byte_count * BITS_PER_BYTE_ON_WIRE / self.baud_rate
@@ -297,14 +338,14 @@ class PtyBus(Generic[PacketT, ServoT]):
         if not self._late:
             return
         now, keep = time.monotonic(), []
-        for not_before, packet in self._late:
+        for not_before, packet, checks in self._late:
             if now < not_before:
-                keep.append((not_before, packet))
+                keep.append((not_before, packet, checks))
                 continue
             if self.wire_time:
                 self._bus_free_at += self._wire_s(len(packet))
             self._sleep_until(self._bus_free_at)
-            self._queue_reply(self.injector.corrupt(packet))
+            self._queue_reply(self._corrupt(packet, checks))
             self._flush()
             self.stats["late_replies"] += 1
         self._late = keep

@@ -28,9 +28,10 @@ from dynamixel_sdk import (
 )
 
 from na_description import xm430
+from na_description.crc16 import crc16
 from na_sim import protocol2 as p2
 from na_sim.dxl_emulator import DxlBusEmulator
-from na_sim.faults import DxlFaults
+from na_sim.faults import DxlFaultInjector, DxlFaults
 from na_sim.servo_registers import (
     ACCESS_ERROR,
     CRC_ERROR,
@@ -322,6 +323,49 @@ def test_corrupt_knob_gives_sdk_crc_failures_at_the_configured_rate(sdk_bus):
     assert COMM_RX_CORRUPT in results
     expected = pings * (1 - (1 - rate) ** 14)                     # 14-byte ping status packets
     assert abs(failures - expected) < 4 * (expected ** 0.5) + 2
+
+
+class FlipByte(DxlFaultInjector):
+    """Flips one byte of every reply; with ``reseal`` it also rewrites the CRC ending ``crc_end`` bytes after the
+    flipped byte (Protocol 2.0: CRC-16 little-endian over the packet before it), so the corruption goes unseen."""
+
+    def __init__(self, index: int, reseal: bool, crc_after: int = 0) -> None:
+        super().__init__(DxlFaults())
+        self.index, self.reseal, self.crc_after = index, reseal, crc_after
+
+    def corrupt(self, packet: bytes) -> bytes:
+        out = bytearray(packet)
+        out[self.index] ^= 0x01
+        if self.reseal:
+            at = self.index + self.crc_after if self.crc_after else len(out) - 2
+            out[at:at + 2] = crc16(bytes(out[:at])).to_bytes(2, "little")
+        return bytes(out)
+
+
+@pytest.mark.parametrize("reseal", [False, True])
+def test_a_corrupted_reply_whose_crc_holds_is_recorded(sdk_bus, reseal: bool):
+    # Status packet: FF FF FD 00 ID LEN LEN 55 ERR data... CRC; byte 9 is the first data byte.
+    bus = sdk_bus(ids=(11,), faults=FlipByte(index=9, reseal=reseal))
+    bus.servos[0].set("present_position", 1000)
+    value, result, _ = bus.packet_handler.read4ByteTxRx(bus.port, 11, REG["present_position"].address)
+    if reseal:
+        assert (result, value) == (COMM_SUCCESS, 1001)          # the SDK takes it as data
+        assert [u.servo_id for u in bus.emulator.undetected] == [11]
+        assert bus.emulator.stats["undetected_corruptions"] == 1
+    else:
+        assert result == COMM_RX_CORRUPT
+        assert bus.emulator.undetected == [] and bus.emulator.stats["undetected_corruptions"] == 0
+
+
+def test_an_unseen_corruption_in_a_fast_sync_read_names_its_servo(sdk_bus):
+    # Fast status: 8 header bytes, then per servo ERR, ID, 4 data bytes, CRC over the packet so far. Servo 12's
+    # data starts at 8 + 8 + 2; its CRC follows 4 bytes later. Resealing it breaks the running CRC after it.
+    bus = sdk_bus(ids=(11, 12, 13), faults=FlipByte(index=18, reseal=True, crc_after=4))
+    group = GroupSyncRead(bus.port, bus.packet_handler, REG["present_position"].address, 4)
+    for servo in bus.servos:
+        group.addParam(servo.servo_id)
+    assert group.fastSyncRead() == COMM_RX_CORRUPT                # the packet's CRC (servo 13's) fails
+    assert [u.servo_id for u in bus.emulator.undetected] == [12]  # a receiver checking parts takes 11 and 12
 
 
 def test_drop_knob_gives_sdk_timeouts_at_the_configured_rate(sdk_bus):

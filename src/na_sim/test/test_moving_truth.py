@@ -67,3 +67,12 @@ def test_the_oracle_flags_a_late_value_a_mix_and_a_changed_stale_value() -> None
     second.stale = [True, True]
     check = check_published([first, second], LOG, JOINTS)
     assert (check.fresh, check.stale) == (1, 3) and len(check.wrong) == 2     # 11 changed; 12 was never fresh
+
+
+def test_a_wrong_value_is_set_apart_only_when_an_unseen_corruption_of_its_servo_explains_it() -> None:
+    late = sample(1.012, 0.003, [OLD11, NEW12])                   # servo 11 publishes a value not served now
+    in_cycle = SimpleNamespace(servo_id=11, time=1.0105)
+    for undetected, wrong in [([in_cycle], 0), ([SimpleNamespace(servo_id=12, time=1.0105)], 1),
+                              ([SimpleNamespace(servo_id=11, time=1.002)], 1)]:   # its servo, inside the cycle
+        check = check_published([late], LOG, JOINTS, undetected)
+        assert (len(check.wrong), len(check.undetected)) == (wrong, 1 - wrong)

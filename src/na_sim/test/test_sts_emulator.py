@@ -22,7 +22,7 @@ import serial
 
 from na_description import sts3215
 from na_sim import protocol0 as p0
-from na_sim.faults import DxlFaults
+from na_sim.faults import DxlFaultInjector, DxlFaults
 from na_sim.sim_family import FAMILIES
 from na_sim.sts_emulator import StsBusEmulator
 from na_sim.sts_registers import StsServoRegisters
@@ -124,6 +124,33 @@ def test_sdk_ping_reads_model_number_777(sts_bus):
     assert bus.ph.ping(bus.port, 4) == (777, scs.COMM_SUCCESS, 0)
     model, result, _ = bus.ph.ping(bus.port, 9)
     assert (model, result) == (0, scs.COMM_RX_TIMEOUT)                   # nobody has ID 9
+
+
+class FlipFirstDataByte(DxlFaultInjector):
+    """Flips the first parameter byte of every reply (FF FF ID LEN ERR data.. CHK: index 5); with ``reseal`` it
+    rewrites the checksum (the inverted low byte of the sum of ID .. the last parameter), so it goes unseen."""
+
+    def __init__(self, reseal: bool) -> None:
+        super().__init__(DxlFaults())
+        self.reseal = reseal
+
+    def corrupt(self, packet: bytes) -> bytes:
+        out = bytearray(packet)
+        out[5] ^= 0x01
+        if self.reseal:
+            out[-1] = ~sum(out[2:-1]) & 0xFF
+        return bytes(out)
+
+
+@pytest.mark.parametrize("reseal", [False, True])
+def test_a_corrupted_reply_whose_checksum_holds_is_recorded(sts_bus, reseal: bool):
+    bus = sts_bus(ids=(1,), faults=FlipFirstDataByte(reseal))
+    bus.servos[0].set("present_position", 1000)
+    word, result, _ = bus.ph.read2ByteTxRx(bus.port, 1, REG["present_position"].address)
+    assert (result == scs.COMM_SUCCESS) == reseal
+    assert [u.servo_id for u in bus.emulator.undetected] == ([1] if reseal else [])
+    if reseal:
+        assert word == 1001                                   # the SDK takes it as data
 
 
 @pytest.mark.parametrize(("name", "value"), [
