@@ -249,7 +249,13 @@ def test_corrupted_and_dropped_replies_are_counted_and_never_published(emulated_
         core.shutdown()
     expected = (np.array(state["present_position"]) - CENTER_STEP) * 2 * np.pi / STEPS_PER_REV
     fresh = [(s, k) for s in samples for k in range(6) if not s.stale[k]]
-    assert all(s.position[k] == pytest.approx(expected[k]) for s, k in fresh)
+    # A corrupted reply whose one-byte checksum still held is data to any driver (about 1 in 256 corruptions of
+    # two bytes or more): the emulator records it, and a value it explains is not the driver's fault.
+    unseen = [(u.servo_id, u.time) for u in emulator.undetected]
+    wrong = [(s, k) for s, k in fresh if s.position[k] != pytest.approx(expected[k])
+             and not any(sid == servos[k].servo_id and s.stamp - s.bus_cycle_duration <= at <= s.stamp
+                         for sid, at in unseen)]
+    assert wrong == []
     counters = core.bus.counters
     assert counters.crc_errors > 0 and counters.timeouts > 0 and samples[-1].crc_errors == counters.crc_errors
     assert len(fresh) > 0.9 * 6 * len(samples)                            # retries recover most faults
