@@ -15,7 +15,9 @@ by the first state read after torque-on, not by the torque write: at start-up th
 its ROS side and its bus loop between the two, and a watchdog armed then expired before the loop's first
 packet on a busy host. An
 expired watchdog (seen in the block, or inferred from a bus silence longer than the watchdog time)
-is cleared and re-armed, with a warning.
+is cleared and re-armed, with a warning. Arming clears each servo first (an expired watchdog refuses any value
+but 0), and a servo that does not answer stays to be armed at the next read: it never holds up the state read,
+whose packets keep the other servos' watchdogs from expiring.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ class DxlBackend(ServoBackend):
         self._clocks = {sid: ServoClock() for sid in self.ids}
         self.watchdog_units = round(config.bus_watchdog_ms * 1e-3 / xm430.BUS_WATCHDOG_UNIT_S)
         self.watchdog_armed = False
-        self._watchdog_pending = False             # torque is on: arm on the next state read
+        self._to_arm: set[int] = set()             # torque is on: servos to arm at the next state read
+        self._arm_failed: set[int] = set()         # servos whose last arming failed (warned once)
         self.watchdog_expiries = 0                 # expired Bus Watchdogs seen (and cleared) while running
 
     # ---- start-up ---------------------------------------------------------------------------
@@ -90,7 +93,7 @@ class DxlBackend(ServoBackend):
 
     def read_description(self) -> str:
         watchdog = (f", bus watchdog {self.watchdog_units * xm430.BUS_WATCHDOG_UNIT_S * 1e3:.0f} ms"
-                    if self.watchdog_armed or self._watchdog_pending else "")
+                    if self.watchdog_armed or self._to_arm else "")
         return (f"reading the {self.layout.name} {self.layout.length}-byte block by "
                 f"{'Fast ' if self.fast_read else ''}Sync Read{watchdog}")
 
@@ -181,28 +184,47 @@ class DxlBackend(ServoBackend):
             self._write_register(sid, "bus_watchdog", 0)
 
     def _arm_watchdogs(self) -> None:
-        """Follower with torque on: the servos stop on their own after ``bus_watchdog_ms`` without a packet."""
-        if not (self.config.is_follower and self.watchdog_units):
-            return
-        for sid in self.ids:
-            if self._has_watchdog(sid):
-                self._write_register(sid, "bus_watchdog", self.watchdog_units)
-        self.watchdog_armed = True
-        self._watchdog_pending = False
+        """Follower with torque on: the servos stop on their own after ``bus_watchdog_ms`` without a packet.
+
+        Each servo is cleared, then armed (one retry each); a servo that does not answer stays in ``_to_arm`` for
+        the next read, with one warning, and the read goes on."""
+        for sid in sorted(self._to_arm):
+            try:
+                self._write_watchdog(sid)
+            except PortLostError:
+                raise
+            except BusError as exc:
+                if sid not in self._arm_failed:
+                    self._arm_failed.add(sid)
+                    self.log(WARN, f"{self.config.role} arm: could not arm the Bus Watchdog of servo {sid} ({exc}); "
+                                   f"trying again at each read")
+                continue
+            self._to_arm.discard(sid)
+            if sid in self._arm_failed:
+                self._arm_failed.discard(sid)
+                self.log(WARN, f"{self.config.role} arm: Bus Watchdog of servo {sid} armed")
+        self.watchdog_armed = not self._to_arm
+
+    def _write_watchdog(self, sid: int) -> None:
+        """Clear (0, accepted even when expired), then arm: the servo stops after the watchdog time of silence."""
+        self.bus.write(sid, REG["bus_watchdog"].address, b"\x00", retries=1)
+        self.bus.write(sid, REG["bus_watchdog"].address, bytes([self.watchdog_units]), retries=1)
 
     @property
     def _watchdog_limit_s(self) -> float:
         return self.watchdog_units * xm430.BUS_WATCHDOG_UNIT_S
 
     def _check_watchdogs(self, replies: dict[int, ServoReply], silent_for: float) -> None:
-        """Recover servos whose Bus Watchdog expired (read in the block, or inferred from a long silence)."""
-        if not self.watchdog_armed:
+        """Recover servos whose Bus Watchdog expired (read in the block, or inferred from a long silence); a servo
+        still to be armed is cleared by its arming."""
+        if not (self.watchdog_armed or self._to_arm):
             return
+        running = [k for k, sid in enumerate(self.ids) if self._has_watchdog(sid) and sid not in self._to_arm]
         if self.layout.has("bus_watchdog"):
-            expired = [k for k, sid in enumerate(self.ids) if sid in replies
-                       and self.layout.value(replies[sid].data, "bus_watchdog") == xm430.BUS_WATCHDOG_EXPIRED]
+            expired = [k for k in running if self.ids[k] in replies
+                       and self.layout.value(replies[self.ids[k]].data, "bus_watchdog") == xm430.BUS_WATCHDOG_EXPIRED]
         elif silent_for > self._watchdog_limit_s:
-            expired = [k for k, sid in enumerate(self.ids) if self._has_watchdog(sid)]
+            expired = running
         else:
             expired = []
         if expired:
@@ -225,9 +247,8 @@ class DxlBackend(ServoBackend):
             cause = ""
         self.log(WARN, f"{self.config.role} arm: Bus Watchdog of servo(s) {servos} expired{cause}: they stopped "
                        f"and held; clearing and re-arming")
-        for sid in servos:
-            self.bus.write(sid, REG["bus_watchdog"].address, b"\x00", retries=1)
-            self.bus.write(sid, REG["bus_watchdog"].address, bytes([self.watchdog_units]), retries=1)
+        self._to_arm.update(servos)
+        self._arm_watchdogs()
 
     # ---- registers and torque ----------------------------------------------------------------------
     def read_goals(self) -> np.ndarray:
@@ -237,7 +258,9 @@ class DxlBackend(ServoBackend):
     def set_torque(self, enable: bool) -> None:
         for sid in self.ids:
             self._write_register(sid, "torque_enable", int(enable))
-        self._watchdog_pending = enable and self.config.is_follower and bool(self.watchdog_units)
+        arm = enable and self.config.is_follower and bool(self.watchdog_units)
+        self._to_arm = {sid for sid in self.ids if self._has_watchdog(sid)} if arm else set()
+        self._arm_failed.clear()
         if not enable:
             self.watchdog_armed = False    # the watchdog only runs with torque on
 
@@ -261,7 +284,7 @@ class DxlBackend(ServoBackend):
 
     # ---- the cycle ---------------------------------------------------------------------------------
     def read_state(self, deadline: float, silent_for: float) -> StateRead:
-        if self._watchdog_pending:
+        if self._to_arm:
             self._arm_watchdogs()
         result = self.bus.sync_read(self.ids, self.layout.address, self.layout.length, deadline=deadline,
                                     fast=self.fast_read, check=self._check_reply)

@@ -380,6 +380,66 @@ def test_an_expired_bus_watchdog_is_reported_cleared_and_rearmed(emulated_arm, m
         core.shutdown()
 
 
+def test_a_servo_silent_while_its_watchdog_is_armed_holds_up_neither_the_reads_nor_its_arming(emulated_arm,
+                                                                                               make_core) -> None:
+    """Torque on arms every servo's Bus Watchdog at the next read. Servo 12 does not answer then (0.4 s): the reads
+    must go on (their packets keep the other servos' watchdogs running), and once servo 12 answers, it is cleared
+    (its watchdog expired meanwhile, and an expired watchdog refuses any value but 0) and armed. Before the fix one
+    failed write aborted every read, the other servos expired too, and servo 12 refused its arming for as long as
+    the driver ran, while the driver published stale states without tripping."""
+    emulator, servos = emulated_arm()
+    core, log = make_core(emulator.port_path, bus_watchdog_ms=60.0)
+    core.start()
+    try:
+        core.cycle()
+        assert [regs.get("bus_watchdog") for regs in servos] == [3] * 5
+        core.backend.set_torque(True)                       # as ~/torque or a reboot does: arm at the next read
+        emulator.injector = DxlFaultInjector(DxlFaults(stall_servo_id=12,
+                                                       stall_window_s=(emulator.elapsed_s, emulator.elapsed_s + 0.4)))
+        during = []
+        until = time.monotonic() + 0.4
+        while time.monotonic() < until:
+            during.append(core.cycle())
+            time.sleep(0.01)
+        assert any(not sample.stale[0] for sample in during)                       # the reads went on
+        assert [regs.get("bus_watchdog") for k, regs in enumerate(servos) if k != 1] == [3] * 4   # none expired
+        assert "could not arm the Bus Watchdog of servo 12" in log.text(1)
+        deadline = time.monotonic() + 3.0
+        while servos[1].get("bus_watchdog") != 3 and time.monotonic() < deadline:
+            core.cycle()
+            time.sleep(0.01)
+        assert [regs.get("bus_watchdog") for regs in servos] == [3] * 5, log.text()
+        assert not any(core.cycle().stale) and core.backend.watchdog_armed
+        assert "Bus Watchdog of servo 12 armed" in log.text(1)
+    finally:
+        core.shutdown()
+
+
+def test_a_driver_whose_every_cycle_fails_trips_after_the_error_timeout(emulated_arm, make_core, monkeypatch) -> None:
+    """A bus error that aborts every cycle before the servos answer (here the state read itself fails) is a driver
+    that cannot see its servos: past the error timeout it trips (torque off, hold), as silent servos do."""
+    error_timeout = 0.2
+    emulator, servos = emulated_arm()
+    core, log = make_core(emulator.port_path, error_timeout=error_timeout)
+    core.start()
+    try:
+        assert not any(core.cycle().stale)
+
+        def failing_read(*_args, **_kwargs):
+            raise BusError("the state read failed")
+
+        monkeypatch.setattr(core.backend, "read_state", failing_read)
+        began = time.monotonic()
+        while core.torque_enabled and time.monotonic() - began < 3.0:
+            assert all(core.cycle().stale)
+            time.sleep(0.01)
+        assert not core.torque_enabled and time.monotonic() - began >= error_timeout, log.text()
+        assert "no valid reply" in log.text(min_level=2)
+        assert all(regs.get("torque_enable") == 0 for regs in servos)
+    finally:
+        core.shutdown()
+
+
 def assert_all_answer_without_a_silence(core: ArmDriverCore, log) -> None:
     """Cycle until every servo answers (5 s at most): no servo may have been reported silent or tripped."""
     deadline = time.monotonic() + 5.0
