@@ -195,7 +195,6 @@ class ArmDriverCore:
         self.alerts = []
         read: StateRead | None = None
         completed = asked_at = started
-        aborted = False
         if self.port_lost and not self._try_reopen(started):
             completed = time.monotonic()
         else:
@@ -213,20 +212,20 @@ class ArmDriverCore:
             except BusError as exc:
                 self.log(WARN, f"{self.config.role} arm: {exc}")
                 completed = time.monotonic()
-                aborted = True
         self.last_bus_duration = completed - started
-        stale = self._decode(read, asked_at, aborted)
+        stale = self._decode(read, asked_at)
         self.alerts.extend(self.health.check_timeouts(completed, trip=not self.port_lost))
         self._handle_events()
         return self._sample(completed, stale)
 
-    def _decode(self, read: StateRead | None, asked_at: float, aborted: bool = False) -> list[bool]:
+    def _decode(self, read: StateRead | None, asked_at: float) -> list[bool]:
         """Keep each fresh state (a stale servo keeps its last values) and feed the health monitor (the read was sent
-        at ``asked_at``). A cycle a bus error ``aborted`` counts as a read no servo answered: a driver that cannot read
-        its servos for the error timeout trips like one whose servos fell silent."""
+        at ``asked_at``). No read with the port open (a bus error aborted the cycle) counts as a read no servo
+        answered: a driver that cannot read its servos for the error timeout trips like one whose servos fell
+        silent."""
         stale = [True] * len(self.ids)
         if read is None:
-            if aborted:
+            if not self.port_lost:
                 for k in range(len(self.ids)):
                     self.health.missed(k, asked_at)
             return stale

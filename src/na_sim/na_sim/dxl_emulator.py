@@ -71,6 +71,8 @@ class DxlBusEmulator(PtyBus[p2.Packet, ServoRegisters]):
     RETURN_DELAY_UNIT_S = xm430.RETURN_DELAY_UNIT_S
     FRAMING_BYTES = p2.FRAMING_BYTES
     CHECK_BYTES = p2.CHECK_BYTES
+    _status_checks = staticmethod(p2.status_checks)
+    _check_holds = staticmethod(p2.check_holds)
 
     def __init__(self, servos: Sequence[ServoRegisters], *, baud_rate: int = 1_000_000, wire_time: bool = False,
                  faults: DxlFaults | DxlFaultInjector | None = None, on_write: WriteHook | None = None,
@@ -85,12 +87,6 @@ class DxlBusEmulator(PtyBus[p2.Packet, ServoRegisters]):
         self._registered: dict[int, tuple[int, bytes]] = {}   # id(servo) -> pending Reg Write
         # Each servo's own clock: a fixed phase so that two servos' ticks differ, as on a real bus.
         self._tick_phase_ms = {id(s): (s.servo_id * 7919) % TICK_WRAP for s in self.servos}
-
-    def _status_checks(self, packet: bytes) -> list[tuple[int, int]]:
-        return p2.status_checks(packet)
-
-    def _check_holds(self, packet: bytes, check_index: int) -> bool:
-        return p2.check_holds(packet, check_index)
 
     # ---- dispatch ------------------------------------------------------------------------------
     def _handle(self, packet: p2.Packet) -> None:

@@ -14,6 +14,9 @@ HEADER = b"\xff\xff"
 BROADCAST_ID = 0xFE
 MAX_ID = 253                        # servo IDs 0..253
 MIN_LENGTH = 2                      # LEN of a packet without parameters: INST/ERR + CHK
+FRAMING_BYTES = 4                   # header, ID and LEN
+CHECK_BYTES = 1                     # the checksum
+_ID_INDEX = 2
 MAX_LENGTH = 250                    # longest LEN the parser accepts before it resynchronises
 
 # Instructions.
@@ -44,11 +47,6 @@ def build_packet(servo_id: int, instruction: int, params: bytes = b"") -> bytes:
         raise ValueError(f"{len(params)} parameter bytes do not fit one packet")
     body = bytes([servo_id, len(params) + MIN_LENGTH, instruction & 0xFF]) + params
     return HEADER + body + bytes([checksum(body)])
-
-
-FRAMING_BYTES = 4                   # header, ID and LEN
-CHECK_BYTES = 1
-_ID_INDEX = 2
 
 
 def status_checks(packet: bytes) -> list[tuple[int, int]]:

@@ -19,6 +19,8 @@ MAX_ID = 252
 MIN_LENGTH = 3                      # LEN of a packet without parameters: INST + CRC
 MAX_LENGTH = 4096                   # longest LEN the parser accepts before it resynchronises
 _ID_INDEX = 4
+FRAMING_BYTES = 7                   # header, ID and LEN
+CHECK_BYTES = 2                     # the CRC
 
 # Instructions (e-manual, Protocol 2.0 "Instruction").
 PING = 0x01
@@ -106,10 +108,6 @@ def build_fast_status(entries: Iterable[tuple[int, int, bytes]]) -> bytes:
     if not parts:
         frame += crc16(frame).to_bytes(2, "little")
     return bytes(frame)
-
-
-FRAMING_BYTES = 7                   # header, ID and LEN: a packet whose framing changed is not a packet of this layout
-CHECK_BYTES = 2
 
 
 def status_checks(packet: bytes) -> list[tuple[int, int]]:

@@ -66,6 +66,8 @@ class StsBusEmulator(PtyBus[p0.Packet, StsServoRegisters]):
     HOLDS_LATE_REPLIES = False      # a late reply goes out after its delay, the bus thread waiting for it
     FRAMING_BYTES = p0.FRAMING_BYTES
     CHECK_BYTES = p0.CHECK_BYTES
+    _status_checks = staticmethod(p0.status_checks)
+    _check_holds = staticmethod(p0.check_holds)
 
     def __init__(self, servos: Sequence[StsServoRegisters], *, baud_rate: int = 1_000_000, wire_time: bool = False,
                  faults: DxlFaults | DxlFaultInjector | None = None, on_write: WriteHook | None = None,
@@ -73,12 +75,6 @@ class StsBusEmulator(PtyBus[p0.Packet, StsServoRegisters]):
         super().__init__(p0.PacketParser(), servos, baud_rate=baud_rate, wire_time=wire_time, faults=faults,
                          on_read=on_read, on_write=on_write, after_packets=after_packets, name="sts-bus")
         self._registered: dict[int, tuple[int, bytes]] = {}   # id(servo) -> pending Reg Write
-
-    def _status_checks(self, packet: bytes) -> list[tuple[int, int]]:
-        return p0.status_checks(packet)
-
-    def _check_holds(self, packet: bytes, check_index: int) -> bool:
-        return p0.check_holds(packet, check_index)
 
     # ---- dispatch ------------------------------------------------------------------------------
     def _handle(self, packet: p0.Packet) -> None:

@@ -327,8 +327,9 @@ def test_corrupt_knob_gives_sdk_crc_failures_at_the_configured_rate(sdk_bus):
 
 
 class FlipByte(DxlFaultInjector):
-    """Flips one byte of every reply; with ``reseal`` it also rewrites the CRC ending ``crc_end`` bytes after the
-    flipped byte (Protocol 2.0: CRC-16 little-endian over the packet before it), so the corruption goes unseen."""
+    """Flips one byte of every reply; with ``reseal`` it also rewrites the CRC ``crc_after`` bytes after the
+    flipped byte (default: the packet's own CRC; Protocol 2.0: CRC-16 little-endian over the packet before it),
+    so the corruption goes unseen."""
 
     def __init__(self, index: int, reseal: bool, crc_after: int = 0) -> None:
         super().__init__(DxlFaults())

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         seen = False
         for name, values in signals(episode).items():
             # spans of `lag` frames ending 1 .. lag frames after first touch
-            span = np.abs(values[onset + 1:onset + lag + 1] - values[onset + 1 - lag:onset + 1])
+            span = changes(values[onset + 1 - lag:onset + lag + 1], lag)
             hit = bool(np.any(span > ranges[name]))
             visible[name] += hit
             seen |= hit
