@@ -18,6 +18,8 @@ the result against JAX like any other graph.
   that need it (attention, pooling over L).
 - :func:`merge_sibling_gemms`: Gemms with constant weights that read the same input (query, key and value;
   the output heads) become one wider Gemm and a Split.
+- :func:`attention_with_projection`: ``MultiHeadAttention`` fed by column ranges of one Gemm becomes
+  ``com.microsoft.Attention`` with the query, key and value weights inside it.
 - :func:`prune`: nodes and initialisers nothing reads any more.
 """
 
@@ -431,6 +433,116 @@ def merge_sibling_gemms(model: onnx.ModelProto, report: PassReport) -> None:
     report.add("merged Gemms", sum(len(m) for m in groups.values() if len(m) > 1))
 
 
+def _column_slices(g: Graph, gemm: onnx.NodeProto, width: int) -> dict[str, tuple[int, int]] | None:
+    """Every value that is a range of a 2-D Gemm output's columns through Splits along its last axis:
+    name -> (start, stop). None where a Split's sizes are not constant."""
+    slices = {gemm.output[0]: (0, width)}
+    pending = [gemm.output[0]]
+    while pending:
+        name = pending.pop()
+        for node in g.consumers[name]:
+            if node.op_type != "Split" or attribute(node, "axis", 0) not in (1, -1):
+                continue
+            sizes = g.constant(node.input[1]) if len(node.input) > 1 and node.input[1] else attribute(node, "split")
+            if sizes is None or len(sizes) != len(node.output):
+                return None
+            start = slices[name][0]
+            for out, size in zip(node.output, (int(s) for s in sizes), strict=True):
+                slices[out] = (start, start + size)
+                start += size
+                pending.append(out)
+    return slices
+
+
+def _gemm_root(g: Graph, name: str) -> onnx.NodeProto | None:
+    """The Gemm (constant weights, plain ``x @ W + b``) whose output ``name`` is, or is a Split part of."""
+    node = g.producer.get(name)
+    while node is not None and node.op_type == "Split":
+        node = g.producer.get(node.input[0])
+    if node is None or node.op_type != "Gemm" or attribute(node, "transA", 0) or attribute(node, "alpha", 1.0) != 1.0 \
+            or attribute(node, "beta", 1.0) != 1.0 or g.constant(node.input[1]) is None:
+        return None
+    return node
+
+
+@dataclass
+class _ProjectedAttention:
+    """A MultiHeadAttention whose query, key and value are column ranges of one Gemm (see below)."""
+    attention: onnx.NodeProto
+    reshapes: list[onnx.NodeProto]           # query, key, value made 3-D
+    splits: list[onnx.NodeProto]             # the Gemm output's Splits
+    gemm: onnx.NodeProto
+    weight: np.ndarray                       # [K, N], x @ weight + bias
+    bias: np.ndarray                         # [N]
+    columns: list[tuple[int, int]]           # query, key, value
+    others: dict[str, tuple[int, int]]       # other column ranges something reads: value name -> range
+    length: int                              # tokens per sample
+
+
+def _projected_attention(g: Graph, mha: onnx.NodeProto) -> _ProjectedAttention | None:
+    if mha.domain != MS_DOMAIN or len(mha.input) != 3 or not all(mha.input) \
+            or {a.name for a in mha.attribute} - {"num_heads", "scale"}:
+        return None
+    reshapes = [g.source(name, "Reshape") for name in mha.input]
+    targets = [g.constant(r.input[1]) if r is not None else None for r in reshapes]
+    if any(t is None or len(t) != 3 or t[0] != -1 for t in targets) or len({int(t[1]) for t in targets}) != 1 \
+            or any(g.consumers[r.output[0]] != [mha] for r in reshapes):
+        return None
+    gemm = _gemm_root(g, reshapes[0].input[0])
+    if gemm is None or any(_gemm_root(g, r.input[0]) is not gemm for r in reshapes[1:]):
+        return None
+    weight = g.constant(gemm.input[1])
+    weight = weight.T if attribute(gemm, "transB", 0) else weight
+    bias = g.constant(gemm.input[2]) if len(gemm.input) > 2 and gemm.input[2] else np.zeros(weight.shape[-1])
+    if weight.ndim != 2 or bias is None or bias.size not in (1, weight.shape[1]):
+        return None
+    slices = _column_slices(g, gemm, weight.shape[1])
+    columns = [slices.get(r.input[0]) for r in reshapes] if slices is not None else [None]
+    if None in columns or len({stop - start for start, stop in columns}) != 1 \
+            or (columns[0][1] - columns[0][0]) % int(attribute(mha, "num_heads")):
+        return None
+    splits = [n for name in slices for n in g.consumers[name] if n.op_type == "Split"]
+    others = {name: span for name, span in slices.items() if name in g.outputs
+              or any(n not in splits and n not in reshapes for n in g.consumers[name])}
+    if gemm.output[0] in others:
+        return None
+    return _ProjectedAttention(mha, reshapes, splits, gemm, weight, np.broadcast_to(bias.reshape(-1), weight.shape[1:]),
+                               columns, others, int(targets[0][1]))
+
+
+def attention_with_projection(model: onnx.ModelProto, report: PassReport) -> None:
+    """``MultiHeadAttention`` whose query, key and value are column ranges of one Gemm's output (through Splits),
+    each made 3-D by a Reshape, becomes ``com.microsoft.Attention``, which does the projection itself: one kernel
+    instead of the Gemm, its Splits, three Reshapes and the attention. Other column ranges of that Gemm that
+    something reads (a gate beside the query) get a Gemm of their own."""
+    count = 0
+    while True:
+        g = Graph(model.graph)
+        candidates = (_projected_attention(g, n) for n in model.graph.node if n.op_type == "MultiHeadAttention")
+        found = next((c for c in candidates if c is not None), None)
+        if found is None:
+            break
+        x, (rows, _) = found.gemm.input[0], found.weight.shape
+        qkv = np.concatenate([np.arange(start, stop) for start, stop in found.columns])
+        tokens = g.fresh("tokens")
+        nodes = [
+            helper.make_node("Reshape", [x, g.add_initializer("shape", np.array([-1, found.length, rows], np.int64))],
+                             [tokens], name=g.fresh("tokens")),
+            helper.make_node("Attention", [tokens, g.add_initializer("weight", found.weight[:, qkv].astype(np.float32)),
+                                           g.add_initializer("bias", found.bias[qkv].astype(np.float32))],
+                             list(found.attention.output), domain=MS_DOMAIN, name=g.fresh("attention"),
+                             **{a.name: helper.get_attribute_value(a) for a in found.attention.attribute})]
+        for name, (start, stop) in found.others.items():
+            nodes.append(helper.make_node(
+                "Gemm", [x, g.add_initializer("weight", found.weight[:, start:stop].astype(np.float32)),
+                         g.add_initializer("bias", found.bias[start:stop].astype(np.float32))], [name],
+                name=g.fresh("gemm")))
+        # Everything goes where the Gemm was: its input is produced before it, and what it fed comes after.
+        rebuild(model.graph, [found.gemm, found.attention, *found.reshapes, *found.splits], {id(found.gemm): nodes})
+        count += 1
+    report.add("Attention with projection", count)
+
+
 def _broadcasts_on_last_axis(value: np.ndarray) -> bool:
     return value.ndim <= 1 or all(d == 1 for d in value.shape[:-1])
 
@@ -468,7 +580,9 @@ Pass = Callable[[onnx.ModelProto, PassReport], None]
 FP32_BASE_PASSES: tuple[Pass, ...] = (static_reshapes, prune, fuse_attention, prune)
 # The layout passes run last: they remove the Reshape -> Gemm -> Reshape pattern that gemm_to_matmul looks for,
 # so a graph that is to have some Gemms as MatMul (int8-mixed) gets them after that conversion.
-LAYOUT_PASSES: tuple[Pass, ...] = (flat_tokens, merge_sibling_gemms, prune)
+# attention_with_projection needs the Gemms merged; it leaves an attention whose projection is a MatMul (an int8
+# layer of int8-mixed) as it is, and the quantisers are told to quantise MatMuls only.
+LAYOUT_PASSES: tuple[Pass, ...] = (flat_tokens, merge_sibling_gemms, prune, attention_with_projection, prune)
 FP32_PASSES: tuple[Pass, ...] = FP32_BASE_PASSES + LAYOUT_PASSES
 MATMUL_PASSES: tuple[Pass, ...] = (static_reshapes, prune, gemm_to_matmul, prune, fuse_attention, prune)
 

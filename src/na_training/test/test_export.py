@@ -209,7 +209,9 @@ def test_graph_passes_keep_the_outputs_at_any_batch_size(trained_like):
     for passes in (FP32_PASSES, MATMUL_PASSES):
         optimised, report = optimise(traced, passes)
         ops = [n.op_type for n in optimised.graph.node]
-        assert "Shape" not in ops and ops.count("MultiHeadAttention") == 1, report.describe()
+        # the fp32 graph's attention takes its query/key/value projection in (Attention); the int8 source's does not
+        attention = "Attention" if passes is FP32_PASSES else "MultiHeadAttention"
+        assert "Shape" not in ops and ops.count(attention) == 1, report.describe()
         assert len(optimised.graph.node) < 0.6 * len(traced.graph.node)
         gemms.append(ops.count("Gemm"))
         after = ort.InferenceSession(optimised.SerializeToString(), providers=["CPUExecutionProvider"])

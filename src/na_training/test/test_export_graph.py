@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from na_training.export_graph import PassReport, flat_tokens, merge_sibling_gemms, prune
+from na_training.export_graph import PassReport, attention_with_projection, flat_tokens, merge_sibling_gemms, prune
 
 TOKENS, WIDTH, HIDDEN = 4, 6, 8
 
@@ -105,3 +105,72 @@ def test_reshapes_around_gemms_go_and_sibling_gemms_become_one(passed):
     # 'gate' and the mean over the tokens need.
     assert ops_after.count("Reshape") == 4, ops_after
     assert ops_after.count("Split") == 1
+
+
+SEQ, MODEL, HEADS = 3, 8, 2
+
+
+def _gated_attention(key_from_own_gemm: bool = False) -> onnx.ModelProto:
+    """x [B, 3, 8] flattened -> one Gemm whose columns are query | gate | key | value (a Split, then a Split of the
+    first part) -> query, key and value made 3-D -> MultiHeadAttention (2 heads, a scale of its own) -> flattened,
+    times Sigmoid(gate). With ``key_from_own_gemm`` the key comes from another Gemm instead."""
+    rng = np.random.default_rng(5)
+    inits = [_const("flat", np.array([-1, MODEL], np.int64)), _const("tok", np.array([-1, SEQ, MODEL], np.int64)),
+             _const("w", rng.standard_normal((MODEL, 4 * MODEL)).astype(np.float32)),
+             _const("b", rng.standard_normal(4 * MODEL).astype(np.float32)),
+             _const("wk", rng.standard_normal((MODEL, MODEL)).astype(np.float32)),
+             _const("parts", np.array([2 * MODEL, MODEL, MODEL], np.int64)),
+             _const("halves", np.array([MODEL, MODEL], np.int64))]
+    key = "k_own" if key_from_own_gemm else "k"
+    nodes = [helper.make_node("Reshape", ["x", "flat"], ["x_flat"]),
+             helper.make_node("Gemm", ["x_flat", "w", "b"], ["wide"]),
+             helper.make_node("Split", ["wide", "parts"], ["qg", "k", "v"], axis=1),
+             helper.make_node("Split", ["qg", "halves"], ["q", "gate"], axis=-1),
+             helper.make_node("Gemm", ["x_flat", "wk"], ["k_own"]),
+             helper.make_node("Reshape", ["q", "tok"], ["q3"]),
+             helper.make_node("Reshape", [key, "tok"], ["k3"]),
+             helper.make_node("Reshape", ["v", "tok"], ["v3"]),
+             helper.make_node("MultiHeadAttention", ["q3", "k3", "v3"], ["attended"], domain="com.microsoft",
+                              num_heads=HEADS, scale=0.3),
+             helper.make_node("Reshape", ["attended", "flat"], ["attended_flat"]),
+             helper.make_node("Sigmoid", ["gate"], ["gate_open"]),
+             helper.make_node("Mul", ["attended_flat", "gate_open"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "gated_attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", SEQ, MODEL])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["tokens", MODEL]),
+         helper.make_tensor_value_info("gate", TensorProto.FLOAT, ["tokens", MODEL])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    prune(model, PassReport())
+    onnx.checker.check_model(model)
+    return model
+
+
+def _with_projection(original: onnx.ModelProto) -> tuple[onnx.ModelProto, PassReport]:
+    model = onnx.ModelProto()
+    model.CopyFrom(original)
+    report = PassReport()
+    attention_with_projection(model, report)
+    prune(model, report)
+    onnx.checker.check_model(model)
+    return model, report
+
+
+@pytest.mark.parametrize("batch", [1, 2, 5])
+def test_attention_takes_the_projection_and_the_outputs_stay(batch):
+    original = _gated_attention()
+    model, report = _with_projection(original)
+    ops = [n.op_type for n in model.graph.node]
+    assert "MultiHeadAttention" not in ops and ops.count("Attention") == 1, report.describe()
+    assert "Split" not in ops and ops.count("Gemm") == 1, ops          # the gate's own Gemm is left
+    assert ops.count("Reshape") == 3, ops           # the traced flatten, the 3-D form for Attention, its output flat
+    x = np.random.default_rng(batch).standard_normal((batch, SEQ, MODEL)).astype(np.float32)
+    for before, after in zip(_run(original, x), _run(model, x), strict=True):
+        assert before.shape == after.shape
+        np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_over_two_gemms_is_left_as_it_is():
+    original = _gated_attention(key_from_own_gemm=True)
+    model, report = _with_projection(original)
+    assert [n.op_type for n in model.graph.node] == [n.op_type for n in original.graph.node], report.describe()
