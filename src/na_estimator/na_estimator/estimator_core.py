@@ -261,7 +261,7 @@ class EstimatorCore:
         window = self.window.push(frame, arm.stamp)          # restarts itself after a gap > max_gap
         self.counters.window_resets += self.window.resets - resets
         outputs, latency = self.model.infer(window)
-        if not all(np.all(np.isfinite(v)) for v in outputs.values()):
+        if not all(np.isfinite(v).all() for v in outputs.values()):
             self._refuse("invalid_output", "the model produced a non-finite output")
             return None
         self.latency.add(latency)

@@ -8,9 +8,8 @@ any driver rate; a gap longer than ``GAP_FACTOR`` spacings is counted as the sta
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
-
-import numpy as np
 
 GAP_FACTOR = 1.5                 # a spacing this many typical spacings long has lost states
 PERIOD_SAMPLE_LIMIT_S = 0.1      # spacings up to this long tell the period; longer ones are gaps only
@@ -33,7 +32,7 @@ class InputGaps:
         """The typical spacing in s (median of the recent ones), or None while too few were seen."""
         if len(self._spacings) < MIN_PERIOD_SAMPLES:
             return None
-        return float(np.median(self._spacings))
+        return statistics.median(self._spacings)     # ~10x cheaper than np.median on a deque of 64
 
     def observe(self, stamp: float) -> int:
         """Take the stamp of a received state; returns how many states went missing just before it (0 when
