@@ -207,11 +207,14 @@ def _on_terminal() -> bool:
 def plan_episodes(options: GenerateOptions) -> list[tuple[str, float, int]]:
     """(task, payload g, episode seed) for every episode of the run, in generation order.
 
-    Episode i of a task gets seed ``options.seed + i``, so ``push_*`` and ``nopush_*`` with the
-    same seed are a matched pair (same commanded motion).
+    Episode i of a task gets seed :func:`episode_seed` ``(options.seed, i)``, so ``push_*`` and ``nopush_*``
+    of one run with the same i are a matched pair (same commanded motion), and runs with other seeds repeat none
+    of them.
     """
     if options.episodes < 1:
         raise GenerateError(f"--episodes must be >= 1, got {options.episodes}")
+    if options.seed < 0:
+        raise GenerateError(f"--seed must be >= 0, got {options.seed}")
     _, spec = run_robot(options)
     profile = profile_of(spec)
     plan = []
@@ -223,8 +226,15 @@ def plan_episodes(options: GenerateOptions) -> list[tuple[str, float, int]]:
         for payload in payloads:
             if not np.isfinite(payload) or payload < 0:
                 raise GenerateError(f"payloads must be masses >= 0 g, got {payload}")
-            plan.extend((task, float(payload), options.seed + i) for i in range(options.episodes))
+            plan.extend((task, float(payload), episode_seed(options.seed, i)) for i in range(options.episodes))
     return plan
+
+
+def episode_seed(run_seed: int, index: int) -> int:
+    """The seed of episode ``index`` of a task in the run ``run_seed``: drawn from both (NumPy's SeedSequence),
+    so two runs share an episode only by a 1-in-2^32 chance. ``run_seed + index`` (used before) made a run at
+    seed 61 repeat the commanded motions of episodes 2-5 of a run at seed 59: data "never trained on" that was."""
+    return int(np.random.SeedSequence([run_seed, index]).generate_state(1)[0])
 
 
 class _Messages:

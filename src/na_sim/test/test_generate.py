@@ -41,16 +41,21 @@ def circle(tmp_path_factory):
     return _generate(tmp_path_factory.mktemp("circle"), ["circle_cw"], max_seconds=3.0)
 
 
+def _first_episode_seed(task: str, run_seed: int = 3) -> int:
+    """The seed the generator gives the first episode of ``task`` in a run at ``run_seed`` (from its plan)."""
+    return gen.plan_episodes(gen.GenerateOptions(tasks=[task], episodes=1, seed=run_seed))[0][2]
+
+
 @pytest.fixture(scope="module")
 def push(tmp_path_factory):
-    episode = make_task("push_px", 3, quick=True)
+    episode = make_task("push_px", _first_episode_seed("push_px"), quick=True)
     first_press = episode.press_intervals[0][0]
     return _generate(tmp_path_factory.mktemp("push"), ["push_px"], max_seconds=first_press + 0.6), episode
 
 
 @pytest.fixture(scope="module")
 def payload(tmp_path_factory):
-    episode = make_task("go_up_stay", 3, 300.0, quick=True)
+    episode = make_task("go_up_stay", _first_episode_seed("go_up_stay"), 300.0, quick=True)
     grasp_start = episode.grasp_intervals[0][0]
     return _generate(tmp_path_factory.mktemp("payload"), ["go_up_stay"], max_seconds=grasp_start + 1.0,
                      payloads=[300.0]), episode
@@ -64,7 +69,8 @@ def test_bag_layout_metadata_and_both_readers(circle):
         topics = reader.topics
     assert set(topics) == set(ARM_TOPICS) | {"/episode/grasp"}       # no F/T in a free-motion task
     assert topics["/follower/arm_state"].msgtype == eb.ARM_STATE
-    assert meta["source"] == "generated" and meta["task"] == "circle_cw" and meta["seed"] == 3
+    assert meta["source"] == "generated" and meta["task"] == "circle_cw" and meta["seed"] == circle.seed
+    assert "run seed 3" in meta["notes"]
     assert meta["force_source"] == "none" and meta["condition"] == "nominal" and meta["fixture"] is None
     assert meta["task_instance"] == "circle_cw_0g_nominal" and meta["complete"] is True
     assert meta["stop_stamp"] - meta["start_stamp"] == pytest.approx(3.0e9, abs=2e7)
@@ -175,9 +181,28 @@ def test_cli_generate_and_groups(tmp_path, capsys):
     assert [p.name for p in eb.list_episodes(tmp_path)] == ["episode_000001", "episode_000002"]
     assert gen.resolve_tasks(["push", "push_px,circle_cw"]) == [*(f"push_{a}" for a in PUSH_AXES), "circle_cw"]
     plan = gen.plan_episodes(gen.GenerateOptions(tasks=["pick_place_restricted", "push_py"], episodes=2, seed=4))
-    assert plan == [("pick_place_restricted", 0.0, 4), ("pick_place_restricted", 0.0, 5),
-                    ("pick_place_restricted", 200.0, 4), ("pick_place_restricted", 200.0, 5),
-                    ("push_py", 0.0, 4), ("push_py", 0.0, 5)]
+    assert [(task, grams) for task, grams, _ in plan] == [
+        ("pick_place_restricted", 0.0), ("pick_place_restricted", 0.0), ("pick_place_restricted", 200.0),
+        ("pick_place_restricted", 200.0), ("push_py", 0.0), ("push_py", 0.0)]
+    first, second = plan[0][2], plan[1][2]
+    assert first != second and [seed for _, _, seed in plan] == [first, second] * 3    # episode i: one seed per run
+
+
+def test_runs_with_other_seeds_repeat_no_episode():
+    """Episode seeds were run seed + i: a run at seed 61 repeated episodes 2-5 of a run at seed 59, so data
+    generated as held out was the training data's commanded motions again."""
+    def seeds(run_seed: int) -> set[int]:
+        plan = gen.plan_episodes(gen.GenerateOptions(tasks=["circle_cw"], episodes=10, seed=run_seed))
+        return {seed for _, _, seed in plan}
+
+    runs = {run_seed: seeds(run_seed) for run_seed in (0, 1, 2, 59, 61, 79)}
+    assert all(len(s) == 10 for s in runs.values())
+    for a in runs:
+        for b in runs:
+            assert a == b or not runs[a] & runs[b], (a, b)
+    assert seeds(61) == runs[61]                                                # reproducible
+    with pytest.raises(gen.GenerateError, match="--seed must be >= 0"):
+        gen.plan_episodes(gen.GenerateOptions(tasks=["circle_cw"], episodes=1, seed=-1))
 
 
 def test_restricted_condition_reaches_the_rig_and_metadata(tmp_path):
