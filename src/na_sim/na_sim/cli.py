@@ -93,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="task ids or groups, space or comma separated (see below)")
     gen.add_argument("--episodes", type=_positive_int, default=1, metavar="N",
                      help="episodes per task (and per payload for payload tasks); default 1")
-    gen.add_argument("--seed", type=int, default=0, help="run seed; the same seed gives the same bags (default 0)")
+    gen.add_argument("--seed", type=int, default=0,
+                     help="run seed (>= 0): the same seed gives the same bags; runs at other seeds share no "
+                          "commanded motion, so one can hold out another (default 0)")
     gen.add_argument("--out", type=Path, required=True, metavar="DIR",
                      help="output directory; new episodes get the next free episode_NNNNNN numbers")
     gen.add_argument("--payloads", type=_payloads, metavar="GRAMS",
