@@ -4,6 +4,7 @@ rosbags' sqlite3 writer: labels, alignment tolerance, resampling, splits, determ
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -555,10 +556,15 @@ def test_generated_bags_labels_agree_with_simulator_truth(tmp_path: Path) -> Non
     """na-sim generate (the simulated rig) -> convert: the F/T label, made from the noisy sensor-frame
     readings and the episode's fixture, matches the rig's truth force on the robot; payload labels
     follow the operator's grasp flag."""
-    from na_sim.generate import GenerateOptions, generate
+    from na_sim.generate import GenerateOptions, generate, plan_episodes
+    from na_sim.tasks import make_task
 
-    generate(GenerateOptions(tasks=["push_px", "pick_place"], payloads=[200.0], quick=True, max_seconds=6.0,
-                             out=tmp_path / "bags"), progress=False, log=lambda _: None)
+    options = GenerateOptions(tasks=["push_px", "pick_place"], payloads=[200.0], quick=True, out=tmp_path / "bags")
+    episodes = [make_task(task, seed, grams, quick=True) for task, grams, seed in plan_episodes(options)]
+    # Long enough for the first press and 1 s of the grasp (when they come depends on the episode's seed).
+    seconds = max(max(e.press_intervals[0][1] for e in episodes if e.press_intervals),
+                  max(e.grasp_intervals[0][0] + 1.0 for e in episodes if e.grasp_intervals))
+    generate(dataclasses.replace(options, max_seconds=seconds), progress=False, log=lambda _: None)
     result = run(tmp_path / "bags", tmp_path / "nad", rate_hz=1 / 0.017)
     assert result.report["totals"]["misaligned"] == 0 and result.report["totals"]["invalid_frames"] == 0
     push, pick = load_nad(tmp_path / "nad")
