@@ -433,10 +433,12 @@ def merge_sibling_gemms(model: onnx.ModelProto, report: PassReport) -> None:
     report.add("merged Gemms", sum(len(m) for m in groups.values() if len(m) > 1))
 
 
-def _column_slices(g: Graph, gemm: onnx.NodeProto, width: int) -> dict[str, tuple[int, int]] | None:
-    """Every value that is a range of a 2-D Gemm output's columns through Splits along its last axis:
-    name -> (start, stop). None where a Split's sizes are not constant."""
+def _column_slices(g: Graph, gemm: onnx.NodeProto, width: int
+                   ) -> tuple[dict[str, tuple[int, int]], list[onnx.NodeProto]] | None:
+    """Every value that is a range of a 2-D Gemm output's columns through Splits along its last axis
+    (name -> (start, stop)), and those Splits. None where such a Split's sizes are not constant."""
     slices = {gemm.output[0]: (0, width)}
+    splits: list[onnx.NodeProto] = []
     pending = [gemm.output[0]]
     while pending:
         name = pending.pop()
@@ -446,12 +448,13 @@ def _column_slices(g: Graph, gemm: onnx.NodeProto, width: int) -> dict[str, tupl
             sizes = g.constant(node.input[1]) if len(node.input) > 1 and node.input[1] else attribute(node, "split")
             if sizes is None or len(sizes) != len(node.output):
                 return None
+            splits.append(node)
             start = slices[name][0]
             for out, size in zip(node.output, (int(s) for s in sizes), strict=True):
                 slices[out] = (start, start + size)
                 start += size
                 pending.append(out)
-    return slices
+    return slices, splits
 
 
 def _gemm_root(g: Graph, name: str) -> onnx.NodeProto | None:
@@ -496,12 +499,14 @@ def _projected_attention(g: Graph, mha: onnx.NodeProto) -> _ProjectedAttention |
     bias = g.constant(gemm.input[2]) if len(gemm.input) > 2 and gemm.input[2] else np.zeros(weight.shape[-1])
     if weight.ndim != 2 or bias is None or bias.size not in (1, weight.shape[1]):
         return None
-    slices = _column_slices(g, gemm, weight.shape[1])
-    columns = [slices.get(r.input[0]) for r in reshapes] if slices is not None else [None]
+    found = _column_slices(g, gemm, weight.shape[1])
+    if found is None:
+        return None
+    slices, splits = found
+    columns = [slices.get(r.input[0]) for r in reshapes]
     if None in columns or len({stop - start for start, stop in columns}) != 1 \
             or (columns[0][1] - columns[0][0]) % int(attribute(mha, "num_heads")):
         return None
-    splits = [n for name in slices for n in g.consumers[name] if n.op_type == "Split"]
     others = {name: span for name, span in slices.items() if name in g.outputs
               or any(n not in splits and n not in reshapes for n in g.consumers[name])}
     if gemm.output[0] in others:
