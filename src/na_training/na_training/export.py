@@ -42,12 +42,12 @@ from na_training.export_graph import (
     FP32_PASSES,
     LAYOUT_PASSES,
     MATMUL_PASSES,
-    PassReport,
     gemm_to_matmul,
     optimise,
 )
 from na_training.model import NeuralActuator, jit_forward
 from na_training.nad import load_nad
+from na_training.onnx_graph import PassReport
 
 OPSET = 20                    # ONNX Gelu needs opset 20; LayerNormalization 17
 FP32_TOLERANCE = 1e-4         # fp32 ONNX Runtime vs fp32 JAX, every output, every window

@@ -11,133 +11,30 @@ the result against JAX like any other graph.
   (batch dimension -1), found by evaluating the targets at two batch sizes; the shape arithmetic becomes dead.
 - :func:`gemm_to_matmul`: Reshape([-1, K]) -> Gemm(W, b) -> Reshape([-1, L, N]) becomes MatMul(W) + Add(b)
   on the 3-D tensor (for the int8 variants: ONNX Runtime's dynamic quantiser handles MatMul, not Gemm).
-- :func:`fuse_attention`: scaled dot-product attention over heads (Reshape -> Transpose -> MatMul -> scale ->
-  Softmax -> MatMul -> Transpose -> Reshape) becomes ``com.microsoft.MultiHeadAttention``.
+- ``export_attention.fuse_attention``: scaled dot-product attention over heads (Reshape -> Transpose -> MatMul ->
+  scale -> Softmax -> MatMul -> Transpose -> Reshape) becomes ``com.microsoft.MultiHeadAttention``.
 - :func:`flat_tokens`: keeps ``[batch, L, N]`` token tensors as ``[batch * L, N]`` wherever the ops only work
   along the last axis, so the Reshape pair around every Gemm goes; tensors are made 3-D again only for the ops
   that need it (attention, pooling over L).
 - :func:`merge_sibling_gemms`: Gemms with constant weights that read the same input (query, key and value;
   the output heads) become one wider Gemm and a Split.
-- :func:`attention_with_projection`: ``MultiHeadAttention`` fed by column ranges of one Gemm becomes
-  ``com.microsoft.Attention`` with the query, key and value weights inside it.
-- :func:`prune`: nodes and initialisers nothing reads any more.
+- ``export_attention.attention_with_projection``: ``MultiHeadAttention`` fed by column ranges of one Gemm
+  becomes ``com.microsoft.Attention`` with the query, key and value weights inside it.
+- ``onnx_graph.prune``: nodes and initialisers nothing reads any more (``onnx_graph`` also holds what every
+  pass works with: producer/consumer maps, evaluation of intermediate tensors).
 """
 
 from __future__ import annotations
 
 import copy
 from collections import defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
-MS_DOMAIN = "com.microsoft"
-
-
-@dataclass
-class PassReport:
-    applied: dict[str, int] = field(default_factory=dict)
-
-    def add(self, name: str, count: int) -> None:
-        self.applied[name] = self.applied.get(name, 0) + count
-
-    def describe(self) -> str:
-        return ", ".join(f"{name} x{count}" for name, count in self.applied.items()) or "none applied"
-
-
-class Graph:
-    """Producer/consumer maps and initialiser access over an ``onnx.GraphProto`` (rebuilt on demand)."""
-
-    def __init__(self, graph: onnx.GraphProto) -> None:
-        self.graph = graph
-        used = [n.name for n in graph.node] + [i.name for i in graph.initializer] + \
-            [name for n in graph.node for name in n.output]
-        self._counter = max((int(name.rsplit("_", 1)[1]) for name in used
-                             if name.startswith("na_opt_") and name.rsplit("_", 1)[1].isdigit()), default=0)
-        self.refresh()
-
-    def refresh(self) -> None:
-        self.producer: dict[str, onnx.NodeProto] = {}
-        self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
-        for node in self.graph.node:
-            for name in node.output:
-                self.producer[name] = node
-            for name in node.input:
-                self.consumers[name].append(node)
-        self.initializers = {i.name: i for i in self.graph.initializer}
-        self.outputs = {o.name for o in self.graph.output}
-
-    def constant(self, name: str) -> np.ndarray | None:
-        if name in self.initializers:
-            return numpy_helper.to_array(self.initializers[name])
-        node = self.producer.get(name)
-        if node is not None and node.op_type == "Constant":
-            return numpy_helper.to_array(node.attribute[0].t)
-        return None
-
-    def fresh(self, stem: str) -> str:
-        self._counter += 1
-        return f"na_opt_{stem}_{self._counter}"
-
-    def add_initializer(self, stem: str, value: np.ndarray) -> str:
-        name = self.fresh(stem)
-        self.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
-        self.initializers[name] = self.graph.initializer[-1]
-        return name
-
-    def only_consumer(self, name: str, op_type: str) -> onnx.NodeProto | None:
-        users = self.consumers.get(name, [])
-        if len(users) == 1 and users[0].op_type == op_type and name not in self.outputs:
-            return users[0]
-        return None
-
-    def source(self, name: str, op_type: str) -> onnx.NodeProto | None:
-        node = self.producer.get(name)
-        return node if node is not None and node.op_type == op_type else None
-
-
-def attribute(node: onnx.NodeProto, name: str, default=None):
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
-
-
-def rebuild(graph: onnx.GraphProto, removed: Iterable[onnx.NodeProto],
-            inserted: dict[int, list[onnx.NodeProto]]) -> None:
-    """Drop ``removed`` and put ``inserted[id(node)]`` where ``node`` was (in the node order)."""
-    gone = {id(n) for n in removed}
-    nodes: list[onnx.NodeProto] = []
-    for node in graph.node:
-        nodes += inserted.get(id(node), [])
-        if id(node) not in gone:
-            nodes.append(copy.deepcopy(node))
-    del graph.node[:]
-    graph.node.extend(nodes)
-
-
-# ---------------------------------------------------------------- evaluation of intermediate tensors
-def evaluate(model: onnx.ModelProto, names: list[str], batch: int, input_value: float = 0.0
-             ) -> dict[str, np.ndarray]:
-    """Values of the tensors ``names`` for an input of ``batch`` samples (ONNX Runtime, no optimisation)."""
-    import onnxruntime as ort
-
-    probe = copy.deepcopy(model)
-    known = {o.name for o in probe.graph.output}
-    for name in names:
-        if name not in known:
-            probe.graph.output.append(onnx.ValueInfoProto(name=name))
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
-    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    (feed,) = session.get_inputs()
-    shape = [batch if not isinstance(d, int) else d for d in feed.shape]
-    values = session.run(names, {feed.name: np.full(shape, input_value, np.float32)})
-    return dict(zip(names, values, strict=True))
+from na_training.export_attention import attention_with_projection, fuse_attention
+from na_training.onnx_graph import Graph, Pass, PassReport, attribute, evaluate, prune, rebuild
 
 
 # ---------------------------------------------------------------- passes
@@ -218,66 +115,6 @@ def gemm_to_matmul(model: onnx.ModelProto, report: PassReport, only: set[str] | 
     report.add("Gemm -> MatMul", len(inserted))
 
 
-def _heads(g: Graph, name: str) -> tuple[str, int] | None:
-    """``name`` = Transpose(0, 2, 1, 3)(Reshape(x, [-1, L, H, d])): (x, H)."""
-    transpose = g.source(name, "Transpose")
-    if transpose is None or list(attribute(transpose, "perm", [])) != [0, 2, 1, 3]:
-        return None
-    reshape = g.source(transpose.input[0], "Reshape")
-    shape = g.constant(reshape.input[1]) if reshape is not None else None
-    if shape is None or len(shape) != 4 or shape[0] != -1:
-        return None
-    return reshape.input[0], int(shape[2])
-
-
-def fuse_attention(model: onnx.ModelProto, report: PassReport) -> None:
-    count = 0
-    while True:
-        g = Graph(model.graph)
-        match = None
-        for softmax in model.graph.node:
-            if softmax.op_type != "Softmax" or attribute(softmax, "axis", -1) not in (-1, 3):
-                continue
-            scale_node = g.producer.get(softmax.input[0])
-            if scale_node is None or scale_node.op_type not in ("Div", "Mul"):
-                continue
-            factor = g.constant(scale_node.input[1])
-            scores = g.source(scale_node.input[0], "MatMul")
-            if factor is None or factor.size != 1 or scores is None:
-                continue
-            scale = float(1.0 / factor.reshape(-1)[0]) if scale_node.op_type == "Div" else float(factor.reshape(-1)[0])
-            query = _heads(g, scores.input[0])
-            key_t = g.source(scores.input[1], "Transpose")
-            if query is None or key_t is None or list(attribute(key_t, "perm", [])) != [0, 1, 3, 2]:
-                continue
-            key = _heads(g, key_t.input[0])
-            weighted = g.only_consumer(softmax.output[0], "MatMul")
-            if key is None or weighted is None or weighted.input[0] != softmax.output[0]:
-                continue
-            value = _heads(g, weighted.input[1])
-            merge_t = g.only_consumer(weighted.output[0], "Transpose")
-            if value is None or merge_t is None or list(attribute(merge_t, "perm", [])) != [0, 2, 1, 3]:
-                continue
-            merge = g.only_consumer(merge_t.output[0], "Reshape")
-            merged_shape = g.constant(merge.input[1]) if merge is not None else None
-            if merged_shape is None or len(merged_shape) != 3 or query[1] != key[1] or key[1] != value[1]:
-                continue
-            match = (scores, softmax, merge, query, key, value, scale)
-            break
-        if match is None:
-            break
-        scores, softmax, merge, query, key, value, scale = match
-        node = helper.make_node("MultiHeadAttention", [query[0], key[0], value[0]], [merge.output[0]],
-                                domain=MS_DOMAIN, num_heads=query[1], scale=scale, name=g.fresh("attention"))
-        rebuild(model.graph, [merge], {id(merge): [node]})      # the chain before it is left to prune
-        count += 1
-        prune(model, PassReport())
-    if count and not any(o.domain == MS_DOMAIN for o in model.opset_import):
-        model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
-    report.add("MultiHeadAttention", count)
-
-
-# Ops that act on each element, or along the last axis only: the same on [B, L, N] and on [B * L, N].
 ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Gelu", "Sigmoid", "Relu", "Tanh", "Erf", "Identity", "QuickGelu",
                "FastGelu"}
 LAST_AXIS = {"LayerNormalization": 0, "Split": 0, "Softmax": 0}     # op -> the input it splits or normalises
@@ -433,121 +270,6 @@ def merge_sibling_gemms(model: onnx.ModelProto, report: PassReport) -> None:
     report.add("merged Gemms", sum(len(m) for m in groups.values() if len(m) > 1))
 
 
-def _column_slices(g: Graph, gemm: onnx.NodeProto, width: int
-                   ) -> tuple[dict[str, tuple[int, int]], list[onnx.NodeProto]] | None:
-    """Every value that is a range of a 2-D Gemm output's columns through Splits along its last axis
-    (name -> (start, stop)), and those Splits. None where such a Split's sizes are not constant."""
-    slices = {gemm.output[0]: (0, width)}
-    splits: list[onnx.NodeProto] = []
-    pending = [gemm.output[0]]
-    while pending:
-        name = pending.pop()
-        for node in g.consumers[name]:
-            if node.op_type != "Split" or attribute(node, "axis", 0) not in (1, -1):
-                continue
-            sizes = g.constant(node.input[1]) if len(node.input) > 1 and node.input[1] else attribute(node, "split")
-            if sizes is None or len(sizes) != len(node.output):
-                return None
-            splits.append(node)
-            start = slices[name][0]
-            for out, size in zip(node.output, (int(s) for s in sizes), strict=True):
-                slices[out] = (start, start + size)
-                start += size
-                pending.append(out)
-    return slices, splits
-
-
-def _gemm_root(g: Graph, name: str) -> onnx.NodeProto | None:
-    """The Gemm (constant weights, plain ``x @ W + b``) whose output ``name`` is, or is a Split part of."""
-    node = g.producer.get(name)
-    while node is not None and node.op_type == "Split":
-        node = g.producer.get(node.input[0])
-    if node is None or node.op_type != "Gemm" or attribute(node, "transA", 0) or attribute(node, "alpha", 1.0) != 1.0 \
-            or attribute(node, "beta", 1.0) != 1.0 or g.constant(node.input[1]) is None:
-        return None
-    return node
-
-
-@dataclass
-class _ProjectedAttention:
-    """A MultiHeadAttention whose query, key and value are column ranges of one Gemm (see below)."""
-    attention: onnx.NodeProto
-    reshapes: list[onnx.NodeProto]           # query, key, value made 3-D
-    splits: list[onnx.NodeProto]             # the Gemm output's Splits
-    gemm: onnx.NodeProto
-    weight: np.ndarray                       # [K, N], x @ weight + bias
-    bias: np.ndarray                         # [N]
-    columns: list[tuple[int, int]]           # query, key, value
-    others: dict[str, tuple[int, int]]       # other column ranges something reads: value name -> range
-    length: int                              # tokens per sample
-
-
-def _projected_attention(g: Graph, mha: onnx.NodeProto) -> _ProjectedAttention | None:
-    if mha.domain != MS_DOMAIN or len(mha.input) != 3 or not all(mha.input) \
-            or {a.name for a in mha.attribute} - {"num_heads", "scale"}:
-        return None
-    reshapes = [g.source(name, "Reshape") for name in mha.input]
-    targets = [g.constant(r.input[1]) if r is not None else None for r in reshapes]
-    if any(t is None or len(t) != 3 or t[0] != -1 for t in targets) or len({int(t[1]) for t in targets}) != 1 \
-            or any(g.consumers[r.output[0]] != [mha] for r in reshapes):
-        return None
-    gemm = _gemm_root(g, reshapes[0].input[0])
-    if gemm is None or any(_gemm_root(g, r.input[0]) is not gemm for r in reshapes[1:]):
-        return None
-    weight = g.constant(gemm.input[1])
-    weight = weight.T if attribute(gemm, "transB", 0) else weight
-    bias = g.constant(gemm.input[2]) if len(gemm.input) > 2 and gemm.input[2] else np.zeros(weight.shape[-1])
-    if weight.ndim != 2 or bias is None or bias.size not in (1, weight.shape[1]):
-        return None
-    found = _column_slices(g, gemm, weight.shape[1])
-    if found is None:
-        return None
-    slices, splits = found
-    columns = [slices.get(r.input[0]) for r in reshapes]
-    if None in columns or len({stop - start for start, stop in columns}) != 1 \
-            or (columns[0][1] - columns[0][0]) % int(attribute(mha, "num_heads")):
-        return None
-    others = {name: span for name, span in slices.items() if name in g.outputs
-              or any(n not in splits and n not in reshapes for n in g.consumers[name])}
-    if gemm.output[0] in others:
-        return None
-    return _ProjectedAttention(mha, reshapes, splits, gemm, weight, np.broadcast_to(bias.reshape(-1), weight.shape[1:]),
-                               columns, others, int(targets[0][1]))
-
-
-def attention_with_projection(model: onnx.ModelProto, report: PassReport) -> None:
-    """``MultiHeadAttention`` whose query, key and value are column ranges of one Gemm's output (through Splits),
-    each made 3-D by a Reshape, becomes ``com.microsoft.Attention``, which does the projection itself: one kernel
-    instead of the Gemm, its Splits, three Reshapes and the attention. Other column ranges of that Gemm that
-    something reads (a gate beside the query) get a Gemm of their own."""
-    count = 0
-    while True:
-        g = Graph(model.graph)
-        candidates = (_projected_attention(g, n) for n in model.graph.node if n.op_type == "MultiHeadAttention")
-        found = next((c for c in candidates if c is not None), None)
-        if found is None:
-            break
-        x, (rows, _) = found.gemm.input[0], found.weight.shape
-        qkv = np.concatenate([np.arange(start, stop) for start, stop in found.columns])
-        tokens = g.fresh("tokens")
-        nodes = [
-            helper.make_node("Reshape", [x, g.add_initializer("shape", np.array([-1, found.length, rows], np.int64))],
-                             [tokens], name=g.fresh("tokens")),
-            helper.make_node("Attention", [tokens, g.add_initializer("weight", found.weight[:, qkv].astype(np.float32)),
-                                           g.add_initializer("bias", found.bias[qkv].astype(np.float32))],
-                             list(found.attention.output), domain=MS_DOMAIN, name=g.fresh("attention"),
-                             **{a.name: helper.get_attribute_value(a) for a in found.attention.attribute})]
-        for name, (start, stop) in found.others.items():
-            nodes.append(helper.make_node(
-                "Gemm", [x, g.add_initializer("weight", found.weight[:, start:stop].astype(np.float32)),
-                         g.add_initializer("bias", found.bias[start:stop].astype(np.float32))], [name],
-                name=g.fresh("gemm")))
-        # Everything goes where the Gemm was: its input is produced before it, and what it fed comes after.
-        rebuild(model.graph, [found.gemm, found.attention, *found.reshapes, *found.splits], {id(found.gemm): nodes})
-        count += 1
-    report.add("Attention with projection", count)
-
-
 def _broadcasts_on_last_axis(value: np.ndarray) -> bool:
     return value.ndim <= 1 or all(d == 1 for d in value.shape[:-1])
 
@@ -560,26 +282,6 @@ def _set_axis(node: onnx.NodeProto, axis: int) -> None:
     node.attribute.append(helper.make_attribute("axis", axis))
 
 
-def prune(model: onnx.ModelProto, report: PassReport) -> None:
-    graph = model.graph
-    needed = {o.name for o in graph.output}
-    kept: list[onnx.NodeProto] = []
-    for node in reversed(list(graph.node)):
-        if any(name in needed for name in node.output):
-            kept.append(node)
-            needed.update(name for name in node.input if name)
-    removed = len(graph.node) - len(kept)
-    if removed:
-        del graph.node[:]
-        graph.node.extend(reversed(kept))
-    initializers = [i for i in graph.initializer if i.name in needed]
-    if len(initializers) != len(graph.initializer):
-        del graph.initializer[:]
-        graph.initializer.extend(initializers)
-    report.add("pruned node", removed)
-
-
-Pass = Callable[[onnx.ModelProto, PassReport], None]
 # The fp32 graph keeps Gemm (bias fused; faster than MatMul + Add here); the graph the int8 variants start from
 # has MatMul + Add, which ONNX Runtime's quantisers handle (dynamic quantisation has no Gemm).
 FP32_BASE_PASSES: tuple[Pass, ...] = (static_reshapes, prune, fuse_attention, prune)

@@ -227,7 +227,7 @@ def test_a_graph_pass_that_breaks_the_outputs_falls_back_to_the_traced_graph(tra
     model, description, real, _ = trained_like
 
     def broken(traced, passes):
-        from na_training.export_graph import PassReport
+        from na_training.onnx_graph import PassReport
 
         damaged = onnx.ModelProto()
         damaged.CopyFrom(traced)

@@ -9,7 +9,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from na_training.export_graph import PassReport, attention_with_projection, flat_tokens, merge_sibling_gemms, prune
+from na_training.export_attention import attention_with_projection
+from na_training.export_graph import flat_tokens, merge_sibling_gemms
+from na_training.onnx_graph import PassReport, prune
 
 TOKENS, WIDTH, HIDDEN = 4, 6, 8
 
