@@ -59,9 +59,10 @@ class ServoBackend(ABC):
         reg = self.table.REGISTERS[name]
         return self.table.decode_value(reg, self.bus.read(sid, reg.address, reg.size).data)
 
-    def _write_register(self, sid: int, name: str, value: int) -> None:
+    def _write_register(self, sid: int, name: str, value: int, retries: int | None = None) -> None:
+        """One register of one servo, encoded through the family's table (``retries``: default the bus's)."""
         reg = self.table.REGISTERS[name]
-        self.bus.write(sid, reg.address, self.table.encode_value(reg, value))
+        self.bus.write(sid, reg.address, self.table.encode_value(reg, value), retries=retries)
 
     def _answered(self, replies: Mapping[int, object]) -> list[int]:
         """Indices (servo order) of the servos with a reply in ``replies`` (by servo ID)."""

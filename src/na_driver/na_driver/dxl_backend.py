@@ -207,8 +207,8 @@ class DxlBackend(ServoBackend):
 
     def _write_watchdog(self, sid: int) -> None:
         """Clear (0, accepted even when expired), then arm: the servo stops after the watchdog time of silence."""
-        self.bus.write(sid, REG["bus_watchdog"].address, b"\x00", retries=1)
-        self.bus.write(sid, REG["bus_watchdog"].address, bytes([self.watchdog_units]), retries=1)
+        self._write_register(sid, "bus_watchdog", 0, retries=1)
+        self._write_register(sid, "bus_watchdog", self.watchdog_units, retries=1)
 
     @property
     def _watchdog_limit_s(self) -> float:
