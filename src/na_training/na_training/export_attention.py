@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from na_training.onnx_graph import MS_DOMAIN, Graph, PassReport, attribute, prune, rebuild
+from na_training.onnx_graph import MS_DOMAIN, Graph, PassReport, attribute, gemm_bias, plain_gemm_weight, prune, rebuild
 
 
 def _heads(g: Graph, name: str) -> tuple[str, int] | None:
@@ -76,9 +76,6 @@ def fuse_attention(model: onnx.ModelProto, report: PassReport) -> None:
     report.add("MultiHeadAttention", count)
 
 
-# Ops that act on each element, or along the last axis only: the same on [B, L, N] and on [B * L, N].
-
-
 def _column_slices(g: Graph, gemm: onnx.NodeProto, width: int
                    ) -> tuple[dict[str, tuple[int, int]], list[onnx.NodeProto]] | None:
     """Every value that is a range of a 2-D Gemm output's columns through Splits along its last axis
@@ -108,10 +105,7 @@ def _gemm_root(g: Graph, name: str) -> onnx.NodeProto | None:
     node = g.producer.get(name)
     while node is not None and node.op_type == "Split":
         node = g.producer.get(node.input[0])
-    if node is None or node.op_type != "Gemm" or attribute(node, "transA", 0) or attribute(node, "alpha", 1.0) != 1.0 \
-            or attribute(node, "beta", 1.0) != 1.0 or g.constant(node.input[1]) is None:
-        return None
-    return node
+    return node if node is not None and plain_gemm_weight(g, node) is not None else None
 
 
 @dataclass
@@ -140,13 +134,10 @@ def _projected_attention(g: Graph, mha: onnx.NodeProto) -> _ProjectedAttention |
     gemm = _gemm_root(g, reshapes[0].input[0])
     if gemm is None or any(_gemm_root(g, r.input[0]) is not gemm for r in reshapes[1:]):
         return None
-    weight = g.constant(gemm.input[1])
-    weight = weight.T if attribute(gemm, "transB", 0) else weight
-    bias = g.constant(gemm.input[2]) if len(gemm.input) > 2 and gemm.input[2] else np.zeros(weight.shape[-1])
-    if weight.ndim != 2 or bias is None or bias.size not in (1, weight.shape[1]):
-        return None
+    weight = plain_gemm_weight(g, gemm)
+    bias = gemm_bias(g, gemm, weight.shape[1])
     found = _column_slices(g, gemm, weight.shape[1])
-    if found is None:
+    if bias is None or found is None:
         return None
     slices, splits = found
     columns = [slices.get(r.input[0]) for r in reshapes]
@@ -157,8 +148,7 @@ def _projected_attention(g: Graph, mha: onnx.NodeProto) -> _ProjectedAttention |
               or any(n not in splits and n not in reshapes for n in g.consumers[name])}
     if gemm.output[0] in others:
         return None
-    return _ProjectedAttention(mha, reshapes, splits, gemm, weight, np.broadcast_to(bias.reshape(-1), weight.shape[1:]),
-                               columns, others, int(targets[0][1]))
+    return _ProjectedAttention(mha, reshapes, splits, gemm, weight, bias, columns, others, int(targets[0][1]))
 
 
 def attention_with_projection(model: onnx.ModelProto, report: PassReport) -> None:

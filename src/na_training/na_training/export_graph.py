@@ -34,7 +34,17 @@ import onnx
 from onnx import helper
 
 from na_training.export_attention import attention_with_projection, fuse_attention
-from na_training.onnx_graph import Graph, Pass, PassReport, attribute, evaluate, prune, rebuild
+from na_training.onnx_graph import (
+    Graph,
+    Pass,
+    PassReport,
+    attribute,
+    evaluate,
+    gemm_bias,
+    plain_gemm_weight,
+    prune,
+    rebuild,
+)
 
 
 # ---------------------------------------------------------------- passes
@@ -73,17 +83,12 @@ def gemm_to_matmul(model: onnx.ModelProto, report: PassReport, only: set[str] | 
     for gemm in model.graph.node:
         if only is not None and matmul_name(gemm.name) not in only:
             continue
-        if gemm.op_type != "Gemm" or attribute(gemm, "transA", 0) or attribute(gemm, "alpha", 1.0) != 1.0 \
-                or attribute(gemm, "beta", 1.0) != 1.0:
-            continue
-        weight = g.constant(gemm.input[1])
+        weight = plain_gemm_weight(g, gemm)
         bias = g.constant(gemm.input[2]) if len(gemm.input) > 2 and gemm.input[2] else None
         flatten = g.source(gemm.input[0], "Reshape")
         unflatten = g.only_consumer(gemm.output[0], "Reshape")
         if weight is None or flatten is None or unflatten is None:
             continue
-        if attribute(gemm, "transB", 0):
-            weight = weight.T
         flat_shape, out_shape = g.constant(flatten.input[1]), g.constant(unflatten.input[1])
         if flat_shape is None or out_shape is None or len(out_shape) != 3 or out_shape[0] != -1 \
                 or list(flat_shape) != [-1, weight.shape[0]] or out_shape[2] != weight.shape[1]:
@@ -115,6 +120,7 @@ def gemm_to_matmul(model: onnx.ModelProto, report: PassReport, only: set[str] | 
     report.add("Gemm -> MatMul", len(inserted))
 
 
+# Ops that act on each element, or along the last axis only: the same on [B, L, N] and on [B * L, N].
 ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Gelu", "Sigmoid", "Relu", "Tanh", "Erf", "Identity", "QuickGelu",
                "FastGelu"}
 LAST_AXIS = {"LayerNormalization": 0, "Split": 0, "Softmax": 0}     # op -> the input it splits or normalises
@@ -237,18 +243,11 @@ def merge_sibling_gemms(model: onnx.ModelProto, report: PassReport) -> None:
     g = Graph(model.graph)
     groups: dict[str, list[tuple[onnx.NodeProto, np.ndarray, np.ndarray]]] = defaultdict(list)
     for node in model.graph.node:
-        if node.op_type != "Gemm" or attribute(node, "transA", 0) or attribute(node, "alpha", 1.0) != 1.0 \
-                or attribute(node, "beta", 1.0) != 1.0:
+        weight = plain_gemm_weight(g, node)
+        bias = gemm_bias(g, node, weight.shape[1]) if weight is not None else None
+        if bias is None:
             continue
-        weight = g.constant(node.input[1])
-        if weight is None or weight.ndim != 2:
-            continue
-        if attribute(node, "transB", 0):
-            weight = weight.T
-        bias = g.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else np.zeros(weight.shape[1])
-        if bias is None or bias.size not in (1, weight.shape[1]) or bias.ndim > 1:
-            continue
-        groups[node.input[0]].append((node, weight, np.broadcast_to(bias.reshape(-1), (weight.shape[1],))))
+        groups[node.input[0]].append((node, weight, bias))
     removed: list[onnx.NodeProto] = []
     inserted: dict[int, list[onnx.NodeProto]] = {}
     for source, members in groups.items():

@@ -85,6 +85,27 @@ def attribute(node: onnx.NodeProto, name: str, default=None):
     return default
 
 
+
+def plain_gemm_weight(g: Graph, node: onnx.NodeProto) -> np.ndarray | None:
+    """The constant weight of a plain Gemm (``x @ W + b``: A not transposed, alpha and beta 1) as ``[K, N]``
+    (a transposed B undone); None for any other node."""
+    if node.op_type != "Gemm" or attribute(node, "transA", 0) or attribute(node, "alpha", 1.0) != 1.0 \
+            or attribute(node, "beta", 1.0) != 1.0:
+        return None
+    weight = g.constant(node.input[1])
+    if weight is None or weight.ndim != 2:
+        return None
+    return weight.T if attribute(node, "transB", 0) else weight
+
+
+def gemm_bias(g: Graph, node: onnx.NodeProto, width: int) -> np.ndarray | None:
+    """A Gemm's constant bias as ``[width]`` (zeros without one); None when it is not constant or not a vector
+    (or scalar) of that width."""
+    bias = g.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else np.zeros(width)
+    if bias is None or bias.size not in (1, width) or bias.ndim > 1:
+        return None
+    return np.broadcast_to(bias.reshape(-1), (width,))
+
 def rebuild(graph: onnx.GraphProto, removed: Iterable[onnx.NodeProto],
             inserted: dict[int, list[onnx.NodeProto]]) -> None:
     """Drop ``removed`` and put ``inserted[id(node)]`` where ``node`` was (in the node order)."""
