@@ -3,7 +3,8 @@
 Tests and benchmarks that measure a driver's rate run the emulator here, as the simulated rig
 does, so that the emulator and the driver do not share one interpreter lock (in one process, a
 driver thread can make the emulator thread wait up to Python's 5 ms switch interval).
-``priority`` > 0 runs the emulator process under SCHED_FIFO (where the OS allows it): real
+``family`` picks the servos: ``"xm430"`` (Protocol 2.0, the default) or ``"sts3215"`` (Feetech
+Protocol 0, the SO-101's). ``priority`` > 0 runs the emulator process under SCHED_FIFO (where the OS allows it): real
 servos answer within microseconds, and a benchmark of the driver should not measure how long a
 loaded machine keeps the emulator waiting (``EmulatorProcess.realtime`` says whether it took).
 
@@ -19,10 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from na_description import xm430
+from na_description import sts3215, xm430
 from na_sim.faults import DxlFaults, UndetectedCorruption
 from na_sim.moving_truth import ReadCounterTruth, ServedRead
 
+FAMILIES = {"xm430": xm430, "sts3215": sts3215}       # family name -> its control table (baud codes)
 START_TIMEOUT_S = 60.0          # spawning a Python process on a loaded 2-core machine can take seconds
 
 
@@ -47,6 +49,7 @@ class _Setup:
     firmware_version: int
     registers: dict[str, tuple[int, ...]]
     priority: int = 0
+    family: str = "xm430"
 
 
 def _serve(connection, setup: _Setup) -> None:
@@ -55,6 +58,8 @@ def _serve(connection, setup: _Setup) -> None:
 
     from na_sim.dxl_emulator import DxlBusEmulator
     from na_sim.servo_registers import ServoRegisters
+    from na_sim.sts_emulator import StsBusEmulator
+    from na_sim.sts_registers import StsServoRegisters
 
     realtime = False
     if setup.priority:
@@ -64,15 +69,21 @@ def _serve(connection, setup: _Setup) -> None:
         except (AttributeError, OSError):
             pass
 
-    servos = [ServoRegisters(sid, firmware_version=setup.firmware_version) for sid in setup.servo_ids]
+    if setup.family == "sts3215":
+        servos = [StsServoRegisters(sid) for sid in setup.servo_ids]
+        bus_class = StsBusEmulator
+    else:
+        servos = [ServoRegisters(sid, firmware_version=setup.firmware_version) for sid in setup.servo_ids]
+        bus_class = DxlBusEmulator
+    baud_code = next(code for code, baud in FAMILIES[setup.family].BAUD_RATES.items() if baud == setup.baud_rate)
     for k, servo in enumerate(servos):
         servo.set("return_delay_time", 0)
-        servo.set("baud_rate", next(code for code, baud in xm430.BAUD_RATES.items() if baud == setup.baud_rate))
+        servo.set("baud_rate", baud_code)
         for name, values in setup.registers.items():
             servo.set(name, values[k])
     truth = ReadCounterTruth(servos) if setup.moving_truth else None
-    emulator = DxlBusEmulator(servos, baud_rate=setup.baud_rate, wire_time=setup.wire_time, faults=setup.faults,
-                              on_read=truth).start()
+    emulator = bus_class(servos, baud_rate=setup.baud_rate, wire_time=setup.wire_time, faults=setup.faults,
+                         on_read=truth).start()
     by_id = {servo.servo_id: servo for servo in servos}
     connection.send((emulator.port_path, realtime))
     try:
@@ -94,20 +105,27 @@ def _serve(connection, setup: _Setup) -> None:
 
 
 class EmulatorProcess:
-    """A :class:`~na_sim.dxl_emulator.DxlBusEmulator` of XM430 servos in a spawned process."""
+    """A bus emulator of XM430 (:class:`~na_sim.dxl_emulator.DxlBusEmulator`) or STS3215 servos
+    (:class:`~na_sim.sts_emulator.StsBusEmulator`) in a spawned process."""
 
     def __init__(self, servo_ids: Sequence[int], *, baud_rate: int = 1_000_000, wire_time: bool = True,
                  faults: DxlFaults | None = None, moving_truth: bool = False,
                  firmware_version: int = xm430.REGISTERS["firmware_version"].default,
-                 registers: dict[str, Sequence[int]] | None = None, priority: int = 0) -> None:
-        if baud_rate not in xm430.BAUD_RATES.values():
-            raise ValueError(f"baud_rate must be one of {sorted(xm430.BAUD_RATES.values())}, got {baud_rate}")
+                 registers: dict[str, Sequence[int]] | None = None, priority: int = 0,
+                 family: str = "xm430") -> None:
+        if family not in FAMILIES:
+            raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
+        if moving_truth and family != "xm430":
+            raise ValueError("moving_truth serves XM430 registers; it has no STS3215 form")
+        rates = FAMILIES[family].BAUD_RATES.values()
+        if baud_rate not in rates:
+            raise ValueError(f"baud_rate must be one of {sorted(rates)}, got {baud_rate}")
         setup = _Setup(tuple(servo_ids), int(baud_rate), wire_time, faults, moving_truth, int(firmware_version),
                        {name: tuple(int(v) for v in values) for name, values in (registers or {}).items()},
-                       int(priority))
+                       int(priority), family)
         context = multiprocessing.get_context("spawn")
         self._connection, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child, setup), daemon=True, name="dxl-emulator")
+        self._process = context.Process(target=_serve, args=(child, setup), daemon=True, name=f"{family}-emulator")
         self._process.start()
         child.close()
         if not self._connection.poll(START_TIMEOUT_S):
