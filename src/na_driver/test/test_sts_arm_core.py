@@ -14,6 +14,7 @@ from na_driver.arm_core import ArmDriverCore, StartupError
 from na_driver.loop_timing import DeadlineLoop
 from na_driver.serial_bus import BusError
 from na_driver.sts_bus import StsBus
+from na_sim.bus_process import DEFAULT_PRIORITY as BUS_PRIORITY  # the rig's emulated servos' SCHED_FIFO priority
 from na_sim.emulator_process import EmulatorProcess
 from na_sim.faults import DxlFaultInjector, DxlFaults
 
@@ -35,7 +36,6 @@ LOAD_FULL_SCALE = 1000                                    # 0.1 % units
 AMP_PER_CURRENT_UNIT = 6.5e-3
 VOLT_PER_VOLTAGE_UNIT = 0.1
 STATUS_OVERLOAD = 1 << 5
-BUS_PRIORITY = 60                # SCHED_FIFO priority of the emulated servos (where the OS grants it)
 
 
 def put(regs, name: str, value: int) -> None:

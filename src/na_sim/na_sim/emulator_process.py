@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from na_description import sts3215, xm430
+from na_description import xm430
 from na_sim.faults import DxlFaults, UndetectedCorruption
 from na_sim.moving_truth import ReadCounterTruth, ServedRead
+from na_sim.sim_family import FAMILIES
 
-FAMILIES = {"xm430": xm430, "sts3215": sts3215}       # family name -> its control table (baud codes)
 START_TIMEOUT_S = 60.0          # spawning a Python process on a loaded 2-core machine can take seconds
 
 
@@ -56,10 +56,7 @@ def _serve(connection, setup: _Setup) -> None:
     """Child process: build the servos and the emulator, then answer requests until "stop"."""
     import os
 
-    from na_sim.dxl_emulator import DxlBusEmulator
     from na_sim.servo_registers import ServoRegisters
-    from na_sim.sts_emulator import StsBusEmulator
-    from na_sim.sts_registers import StsServoRegisters
 
     realtime = False
     if setup.priority:
@@ -69,21 +66,20 @@ def _serve(connection, setup: _Setup) -> None:
         except (AttributeError, OSError):
             pass
 
-    if setup.family == "sts3215":
-        servos = [StsServoRegisters(sid) for sid in setup.servo_ids]
-        bus_class = StsBusEmulator
-    else:
+    family = FAMILIES[setup.family]
+    if setup.family == "xm430":     # plain XM430 tables: the ones firmware_version and moving_truth act on
         servos = [ServoRegisters(sid, firmware_version=setup.firmware_version) for sid in setup.servo_ids]
-        bus_class = DxlBusEmulator
-    baud_code = next(code for code, baud in FAMILIES[setup.family].BAUD_RATES.items() if baud == setup.baud_rate)
+    else:
+        servos = [family.make_registers(sid) for sid in setup.servo_ids]
+    baud_code = next(code for code, baud in family.table.BAUD_RATES.items() if baud == setup.baud_rate)
     for k, servo in enumerate(servos):
         servo.set("return_delay_time", 0)
         servo.set("baud_rate", baud_code)
         for name, values in setup.registers.items():
             servo.set(name, values[k])
     truth = ReadCounterTruth(servos) if setup.moving_truth else None
-    emulator = bus_class(servos, baud_rate=setup.baud_rate, wire_time=setup.wire_time, faults=setup.faults,
-                         on_read=truth).start()
+    emulator = family.make_bus(servos, baud_rate=setup.baud_rate, wire_time=setup.wire_time, faults=setup.faults,
+                               on_read=truth).start()
     by_id = {servo.servo_id: servo for servo in servos}
     connection.send((emulator.port_path, realtime))
     try:
@@ -117,7 +113,7 @@ class EmulatorProcess:
             raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
         if moving_truth and family != "xm430":
             raise ValueError("moving_truth serves XM430 registers; it has no STS3215 form")
-        rates = FAMILIES[family].BAUD_RATES.values()
+        rates = FAMILIES[family].table.BAUD_RATES.values()
         if baud_rate not in rates:
             raise ValueError(f"baud_rate must be one of {sorted(rates)}, got {baud_rate}")
         setup = _Setup(tuple(servo_ids), int(baud_rate), wire_time, faults, moving_truth, int(firmware_version),
