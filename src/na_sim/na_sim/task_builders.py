@@ -183,6 +183,12 @@ HOME_CLEARANCE_M = 0.005     # the tool at the home pose stays this far from the
 MAX_FIXTURE_DRAWS = 50
 
 
+class FixtureDrawError(RuntimeError):
+    """No fixture face of the push box clears the tool at this draw's home pose. The home pose carries the task
+    profile's noise, so a draw that puts the resting tool inside the box's reach is planned again from new random
+    numbers, as one with a pose out of reach is (``na_sim.tasks.make_task``)."""
+
+
 def _fixture_face_clear_of_home(p: Planner, box: Box, d: np.ndarray) -> np.ndarray:
     """A fixture face drawn from ``box`` whose cube leaves the tool at the home pose clear of it: the episode
     starts and ends at home, and a fixture placed on the resting tool (the next episode's, when a live rig loops
@@ -194,7 +200,7 @@ def _fixture_face_clear_of_home(p: Planner, box: Box, d: np.ndarray) -> np.ndarr
         gap = float(np.linalg.norm(np.maximum(np.abs(tool - centre) - p.fixture_half_size, 0.0)))
         if gap > p.tool_radius + HOME_CLEARANCE_M:
             return face
-    raise ValueError(f"no fixture face in {box} leaves the tool at the home pose {np.round(tool, 3)} m clear "
+    raise FixtureDrawError(f"no fixture face in {box} leaves the tool at the home pose {np.round(tool, 3)} m clear "
                      f"after {MAX_FIXTURE_DRAWS} draws: move the push box or the home pose in the task profile")
 
 

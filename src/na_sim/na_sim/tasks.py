@@ -38,7 +38,7 @@ from na_common.episode_bag.metadata import NOMINAL_CONDITION, restricted_conditi
 from na_description import RobotSpec, load_spec
 from na_description.model import Kinematics
 from na_sim.ik import IKError
-from na_sim.task_builders import BUILDERS, PUSH_AXES
+from na_sim.task_builders import BUILDERS, PUSH_AXES, FixtureDrawError
 from na_sim.task_episode import TaskEpisode, TaskError, Tremor
 from na_sim.task_planner import JOINT_MARGIN, Planner
 from na_sim.task_profile import TaskProfile, TaskProfileError, task_profile
@@ -102,7 +102,8 @@ def make_task(task: str, seed: int, payload_grams: float | None = None, *, quick
     kin = kinematics or Kinematics(spec)
     # nopush_* draws the same numbers as its push_* twin: same seed, same commanded motion.
     task_index = TASK_IDS.index(task.replace("nopush_", "push_"))
-    # A draw whose poses are out of reach is redrawn (deterministically: attempt number in the seed).
+    # A draw whose poses are out of reach, or whose home pose no fixture face clears, is redrawn
+    # (deterministically: attempt number in the seed).
     for attempt in range(MAX_PLAN_ATTEMPTS):
         rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, task_index, round(payload * 1000), attempt])
         planner = Planner(spec, profile, kin, rng, quick, fixture_half_size, tool_radius)
@@ -110,10 +111,10 @@ def make_task(task: str, seed: int, payload_grams: float | None = None, *, quick
         try:
             extra = BUILDERS[task](planner)
             break
-        except IKError as err:
+        except (IKError, FixtureDrawError) as err:
             failure = err
     else:
-        raise TaskError(f"task '{task}' seed {seed}: no reachable plan in {MAX_PLAN_ATTEMPTS} draws: {failure}")
+        raise TaskError(f"task '{task}' seed {seed}: no plan in {MAX_PLAN_ATTEMPTS} draws: {failure}")
     planner.hold(0.5, 1.5)
 
     is_push = task.startswith("push_")
