@@ -16,6 +16,7 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -60,19 +61,40 @@ def wear_decisions(reference: WearReference, state: np.ndarray, decided: np.ndar
             "degraded_at_s": float(at.min()) if at.size else None}
 
 
-def continuous_wear(wear: WearEvidence, sequences: list[tuple[int, np.ndarray, np.ndarray]]) -> dict:
-    """The wear monitor run once over every episode in recording order, never reset (as on a live arm, where
-    wear does not heal between episodes): its decisions, with the operating time until them."""
-    times, excess, elapsed = [], [], 0.0
-    for _, time_s, values in sorted(sequences, key=lambda item: item[0]):
-        if len(time_s):
-            times.append(time_s - time_s[0] + elapsed)
-            excess.append(values)
+class RecordedExcess(NamedTuple):
+    """One episode's wear excess with what the whole-recording run reports about it."""
+
+    index: int                    # recording order
+    name: str
+    task: str
+    nominal: bool                 # labelled nominal (the condition experiment's restriction absent)
+    time_s: np.ndarray
+    excess: np.ndarray
+
+
+def continuous_wear(wear: WearEvidence, sequences: list[RecordedExcess], nominal_only: bool = False) -> dict:
+    """The wear monitor run once over every episode in recording order (or only those labelled nominal), never reset
+    (as on a live arm, where wear does not heal between episodes): its decisions, the operating time until them, and
+    the episode in which the first one fell, so that a decision in a restricted episode is not read as a healthy
+    arm's false alarm."""
+    chosen = sorted((s for s in sequences if s.nominal or not nominal_only), key=lambda s: s.index)
+    times, excess, starts, elapsed = [], [], [], 0.0
+    for recorded in chosen:
+        if len(recorded.time_s):
+            starts.append((elapsed, recorded))
+            times.append(recorded.time_s - recorded.time_s[0] + elapsed)
+            excess.append(recorded.excess)
             elapsed = float(times[-1][-1]) + wear.reference.settings.max_frame_s
     state, decided = np.zeros((0, 0), dtype=int), np.full(len(wear.reference.joint_names), np.nan)
     if times:
         _, state, decided = run_evidence(wear.monitor(), np.concatenate(times), np.concatenate(excess))
-    return {"operation_s": elapsed, **wear_decisions(wear.reference, state, decided)}
+    result = {"operation_s": elapsed, "nominal_only": nominal_only,
+              **wear_decisions(wear.reference, state, decided), "decided_in": None}
+    if result["degraded_at_s"] is not None:
+        start, recorded = [item for item in starts if item[0] <= result["degraded_at_s"]][-1]
+        result["decided_in"] = {"episode": recorded.name, "task": recorded.task, "nominal": recorded.nominal,
+                                "after_s": result["degraded_at_s"] - start}
+    return result
 
 
 def monitor_episodes(nad: Path, model: Path, out: Path, splits: tuple[str, ...], within_s: float,
@@ -84,7 +106,7 @@ def monitor_episodes(nad: Path, model: Path, out: Path, splits: tuple[str, ...],
     supervised = spec.joint_names.index(spec.condition_joint)
     rows = []
     skipped: list[str] = []
-    wear_sequences: list[tuple[int, np.ndarray, np.ndarray]] = []
+    wear_sequences: list[RecordedExcess] = []
     for split in splits:
         for episode in load_usable(nad, split, skipped):
             outputs = predictor(episode)
@@ -103,7 +125,8 @@ def monitor_episodes(nad: Path, model: Path, out: Path, splits: tuple[str, ...],
                 excess = wear.excess(episode, outputs["contact_prob"])
                 _, wear_state, wear_decided = run_evidence(wear.monitor(), episode.time, excess)
                 rows[-1]["wear"] = wear_decisions(wear.reference, wear_state, wear_decided)
-                wear_sequences.append((episode.index, episode.time, excess))
+                wear_sequences.append(RecordedExcess(episode.index, episode.name, episode.task,
+                                                     episode.is_nominal, episode.time, excess))
     report = {"nad": str(nad), "model": str(model), "settings": asdict(settings),
               "supervised_joint": spec.condition_joint, "episodes": rows, "skipped": skipped,
               "summary": summarise(rows, within_s)}
@@ -112,6 +135,7 @@ def monitor_episodes(nad: Path, model: Path, out: Path, splits: tuple[str, ...],
         report["wear_summary"] = summarise([{**r, "degraded_at_s": r["wear"]["degraded_at_s"]} for r in rows],
                                            within_s)
         report["wear_continuous"] = continuous_wear(wear, wear_sequences)
+        report["wear_continuous_nominal"] = continuous_wear(wear, wear_sequences, nominal_only=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "monitor.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "monitor.md").write_text(markdown(report))
@@ -177,11 +201,21 @@ def wear_markdown(report: dict) -> list[str]:
                      + f" | {'–' if at is None else f'{at:.1f}'} |")
     lines += summary_lines(report["wear_summary"], "at least one motor",
                            "false alarms if the recorded arm is healthy, detections if it is worn")
-    c = report["wear_continuous"]
-    lines.append(f"One monitor over every episode in recording order, never reset ({c['operation_s'] / 60:.1f} min): "
-                 + (f"degraded after {c['degraded_at_s']:.1f} s of operation on {', '.join(c['degraded_motors'])}."
-                    if c["degraded_at_s"] is not None else "never degraded."))
+    lines += [continuous_line(report["wear_continuous"], "every episode in recording order"),
+              continuous_line(report["wear_continuous_nominal"],
+                              "the episodes labelled nominal only (a healthy arm's false alarm, if any)")]
     return lines
+
+
+def continuous_line(c: dict, which: str) -> str:
+    """One sentence on a whole-recording run: when it decided, and in which episode."""
+    line = f"One monitor over {which}, never reset ({c['operation_s'] / 60:.1f} min): "
+    if c["degraded_at_s"] is None:
+        return line + "never degraded."
+    where = c["decided_in"]
+    label = "nominal" if where["nominal"] else "restricted"
+    return line + (f"degraded after {c['degraded_at_s']:.1f} s of operation on {', '.join(c['degraded_motors'])}, "
+                   f"{where['after_s']:.1f} s into episode {where['episode']} ({where['task']}, {label}).")
 
 
 def add_monitor_parser(subparsers) -> argparse.ArgumentParser:

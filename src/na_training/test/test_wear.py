@@ -127,6 +127,13 @@ def test_streaming_in_batches_gives_the_numbers_of_the_whole_episode(fitted):
     np.testing.assert_allclose(monitor.decided_at, decided, rtol=1e-9)
 
 
+def _recorded(wear, episode, nominal: bool = True):
+    from na_training.monitor_cli import RecordedExcess
+
+    return RecordedExcess(episode.index, episode.name, "circle_cw", nominal, episode.time,
+                          wear.excess(episode, _no_contact(episode)))
+
+
 def test_the_whole_recording_runs_in_episode_order_without_a_reset(fitted):
     from na_training.monitor_cli import continuous_wear
 
@@ -134,9 +141,31 @@ def test_the_whole_recording_runs_in_episode_order_without_a_reset(fitted):
     healthy = _episodes([105], 1.0)[0]
     worn = _episodes([205], 2.0)[0]
     worn.meta["episode_index"], healthy.meta["episode_index"] = 1, 2     # recorded worn first, listed last
-    sequences = [(e.index, e.time, wear.excess(e, _no_contact(e))) for e in (healthy, worn)]
-    result = continuous_wear(wear, sequences)
+    result = continuous_wear(wear, [_recorded(wear, e) for e in (healthy, worn)])
     _, _, alone = wear.run(worn, _no_contact(worn))
     assert result["degraded_at_s"] == pytest.approx(np.nanmin(alone), abs=1e-9)
     duration = (healthy.time[-1] - healthy.time[0]) + (worn.time[-1] - worn.time[0])
     assert result["operation_s"] == pytest.approx(duration, abs=0.5)
+    assert result["decided_in"]["episode"] == worn.name
+    assert result["decided_in"]["after_s"] == pytest.approx(np.nanmin(alone), abs=1e-9)
+
+
+def test_a_decision_in_a_restricted_episode_is_named_and_left_out_of_the_nominal_run(fitted):
+    """A healthy arm's recording ends with the condition experiment's restricted episodes: a decision there is
+    the fault seen, not a false alarm. The report names the episode it fell in, and the run over the episodes
+    labelled nominal only (the false-alarm figure) leaves it out."""
+    from na_training.monitor_cli import continuous_wear
+
+    wear, _ = fitted
+    healthy = _episodes([106, 107], 1.0)
+    stiff = _episodes([206], 2.0)[0]                 # stands in for a restricted episode: labelled not nominal
+    stiff.meta["episode_index"] = 300                # recorded last
+    sequences = [_recorded(wear, e) for e in healthy] + [_recorded(wear, stiff, nominal=False)]
+    every = continuous_wear(wear, sequences)
+    healthy_s = sum(e.time[-1] - e.time[0] for e in healthy)
+    assert every["degraded_at_s"] > healthy_s
+    assert every["decided_in"]["episode"] == stiff.name and every["decided_in"]["nominal"] is False
+    assert every["decided_in"]["after_s"] == pytest.approx(every["degraded_at_s"] - healthy_s, abs=0.5)
+    nominal = continuous_wear(wear, sequences, nominal_only=True)
+    assert nominal["degraded_at_s"] is None and nominal["decided_in"] is None
+    assert nominal["operation_s"] == pytest.approx(healthy_s, abs=0.5)
