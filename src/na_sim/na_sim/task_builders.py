@@ -200,8 +200,9 @@ def _fixture_face_clear_of_home(p: Planner, box: Box, d: np.ndarray) -> np.ndarr
         gap = float(np.linalg.norm(np.maximum(np.abs(tool - centre) - p.fixture_half_size, 0.0)))
         if gap > p.tool_radius + HOME_CLEARANCE_M:
             return face
-    raise FixtureDrawError(f"no fixture face in {box} leaves the tool at the home pose {np.round(tool, 3)} m clear "
-                     f"after {MAX_FIXTURE_DRAWS} draws: move the push box or the home pose in the task profile")
+    raise FixtureDrawError(f"no fixture face in {box} leaves the tool at the home pose {np.round(tool, 3)} m "
+                           f"clear after {MAX_FIXTURE_DRAWS} draws: move the push box or the home pose in the task "
+                           "profile")
 
 
 def _push(p: Planner, axis: str) -> dict:

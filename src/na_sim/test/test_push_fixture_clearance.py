@@ -15,6 +15,11 @@ from na_sim.tasks import PUSH_AXES, make_task
 RIG_CONFIGS = {"open_manipulator_x": "sim_rig", "so101": "sim_rig_so101"}
 
 
+def _gap_to_cube(tool: np.ndarray, centre: np.ndarray, half: float) -> float:
+    """Distance (m) from a point to the surface of the axis-aligned cube of half size ``half`` at ``centre``."""
+    return float(np.linalg.norm(np.maximum(np.abs(tool - centre) - half, 0.0)))
+
+
 @pytest.mark.parametrize("robot", sorted(RIG_CONFIGS))
 @pytest.mark.parametrize("axis", PUSH_AXES)
 def test_the_tool_at_the_first_and_last_pose_is_clear_of_the_fixture(robot: str, axis: str) -> None:
@@ -28,7 +33,7 @@ def test_the_tool_at_the_first_and_last_pose_is_clear_of_the_fixture(robot: str,
         centre = np.asarray(episode.fixture.position)
         for t in (0.0, episode.duration):
             tool = kin.tool_position(episode.pose(t)[:spec.n_arm])
-            gap = np.linalg.norm(np.maximum(np.abs(tool - centre) - half, 0.0))   # point to the cube's surface
+            gap = _gap_to_cube(tool, centre, half)
             assert gap > radius, f"{robot} push_{axis} seed {seed} at t={t:.1f} s: tool {gap * 1e3:.1f} mm from cube"
 
 
@@ -44,6 +49,5 @@ def test_a_home_pose_that_no_fixture_face_clears_is_planned_again() -> None:
         episode = make_task("push_pz", seed, quick=True, spec=spec, kinematics=kin, fixture_half_size=half,
                             tool_radius=radius)
         centre = np.asarray(episode.fixture.position)
-        tool = kin.tool_position(episode.pose(0.0)[:spec.n_arm])
-        gap = np.linalg.norm(np.maximum(np.abs(tool - centre) - half, 0.0))
+        gap = _gap_to_cube(kin.tool_position(episode.pose(0.0)[:spec.n_arm]), centre, half)
         assert gap > radius + 0.005, f"push_pz seed {seed}: resting tool {gap * 1e3:.1f} mm from the cube"
