@@ -515,10 +515,10 @@ def _supervise(args: argparse.Namespace, stop: threading.Event, silence: threadi
             children.buses["follower"][1].request(("silence", DRILL_SILENCE_S))
             print(f"na-sim rig: fault drill: the follower's bus is silent for {DRILL_SILENCE_S:.0f} s", flush=True)
         ended = len(runner.stalls) - (1 if runner.lag > runner.stall_margin else 0)
-        for stall_began, worst in runner.stalls[reported:ended]:
+        for stall_began, worst, split in runner.stalls[reported:ended]:
             print(f"na-sim rig: physics fell behind wall time by {worst * 1e3:.0f} ms at "
                   f"t={stall_began - began:.2f} s (margin {runner.stall_margin * 1e3:.0f} ms; "
-                  f"{runner.skipped} steps skipped so far; "
+                  f"{runner.skipped} steps skipped so far; {split.describe('the physics thread')}; "
                   f"{describe_steal(steal.worst_cpu_steal(stall_began, stall_began + worst))})",
                   file=sys.stderr, flush=True)
         reported = max(reported, ended)

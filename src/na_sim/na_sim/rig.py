@@ -22,6 +22,7 @@ gripper as its servo angle, as in ``ArmState``; MuJoCo holds the gripper as the 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from na_sim.servo_banks import make_servo_bank
 from na_sim.servo_model import ServoBank
 from na_sim.servo_params import ServoParams, SupplyBus
 from na_sim.sim_family import sim_family
+from na_sim.thread_clock import ThreadClock, ThreadTimes, TimeSplit
 
 GRAVITY = 9.81                      # m/s², the payload label of docs/INTERFACES.md
 PARKED_FIXTURE = np.array([0.0, 0.0, -10.0])   # where the fixture waits when the episode has none
@@ -480,7 +482,8 @@ class RealtimeRunner:
     skips ahead (counted in ``skipped``) instead of racing to catch up. Registers and ground truth
     come from the same step either way; how far the physics fell behind wall time is kept in
     ``lag`` (now), ``worst_lag`` (since start) and ``stalls`` (one entry per episode of lagging more
-    than ``stall_margin``: monotonic time it began, worst lag in it), so that the owner can say so.
+    than ``stall_margin``: monotonic time it began, worst lag in it, and how the thread's time went from its
+    last step on time to the worst point, :class:`na_sim.thread_clock.TimeSplit`), so that the owner can say so.
 
     ``links`` exchange register bytes with the bus processes around every step (``pull()`` before,
     ``push(time, steps)`` after; :class:`na_sim.shared_tables.PhysicsSide`).
@@ -503,7 +506,8 @@ class RealtimeRunner:
         self.skipped = 0
         self.lag = 0.0
         self.worst_lag = 0.0
-        self.stalls: list[tuple[float, float]] = []
+        self.stalls: list[tuple[float, float, TimeSplit]] = []
+        self._on_time: ThreadTimes | None = None     # the thread's times at its last step begun on time
         self._stalling = False
         self.error: BaseException | None = None
         self._stop = threading.Event()
@@ -533,29 +537,35 @@ class RealtimeRunner:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _note_lag(self, now: float, lag: float) -> None:
+    def _note_lag(self, now: float, lag: float, times: ThreadTimes | None = None) -> None:
         self.lag = lag
         self.worst_lag = max(self.worst_lag, lag)
+        if times is not None and (lag <= self.period or self._on_time is None):
+            self._on_time = times
+        split = ThreadClock.split(self._on_time, times) if times is not None and self._on_time is not None \
+            else TimeSplit(math.nan, math.nan, math.nan)
         if lag <= self.stall_margin:
             self._stalling = False
         elif self._stalling:
-            began, worst = self.stalls[-1]
-            self.stalls[-1] = (began, max(worst, lag))
+            began, worst, _ = self.stalls[-1]
+            if lag > worst:
+                self.stalls[-1] = (began, lag, split)
         else:
             self._stalling = True
-            self.stalls.append((now - lag, lag))
+            self.stalls.append((now - lag, lag, split))
 
     def _run(self) -> None:
         period = self.period
         deadline = time.monotonic() + period
         rig = self.rig
+        clock = ThreadClock()
         try:
             while not self._stop.is_set():
                 now = time.monotonic()
                 if now < deadline:
                     self._stop.wait(deadline - now)
                     continue
-                self._note_lag(now, now - deadline)
+                self._note_lag(now, now - deadline, clock.read())
                 due = int((now - deadline) / period) + 1
                 if (now - deadline) > self.max_lag:
                     self.skipped += due - 1
@@ -573,3 +583,5 @@ class RealtimeRunner:
                 deadline += due * period
         except BaseException as exc:  # surfaced to the owner through .error
             self.error = exc
+        finally:
+            clock.close()

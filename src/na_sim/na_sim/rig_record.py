@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 
 from na_sim.shared_tables import SnapshotChannel
+from na_sim.thread_clock import TimeSplit
 
 RIG_RECORD_DTYPE = np.dtype([
     ("time", np.float64), ("force_base", np.float64, (3,)), ("contact_force_base", np.float64, (3,)),
     ("contact", np.uint8), ("grasp", np.uint8), ("payload_kg", np.float64), ("sensor_wrench", np.float64, (6,)),
     ("lag", np.float64), ("worst_lag", np.float64), ("stalls", np.uint64), ("last_stall_lag", np.float64),
-    ("skipped", np.uint64), ("steps", np.uint64)])
+    ("skipped", np.uint64), ("steps", np.uint64),
+    ("last_stall_span", np.float64), ("last_stall_ran", np.float64), ("last_stall_waited", np.float64)])
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,9 @@ class TruthLink:
         if runner is not None:
             record["lag"], record["worst_lag"], record["skipped"] = runner.lag, runner.worst_lag, runner.skipped
             record["stalls"] = len(runner.stalls)
-            record["last_stall_lag"] = runner.stalls[-1][1] if runner.stalls else 0.0
+            if runner.stalls:
+                _, record["last_stall_lag"], split = runner.stalls[-1]
+                record["last_stall_span"], record["last_stall_ran"], record["last_stall_waited"] = split
         self.channel.publish(record.tobytes())
 
     def stop(self) -> None:
@@ -104,8 +108,10 @@ class PaceStatus:
         if stalls > self._stalls:
             self._stalls, self._stall_seen = stalls, time.monotonic()
         if time.monotonic() - self._stall_seen < self.hold_s:
+            split = TimeSplit(float(record["last_stall_span"]), float(record["last_stall_ran"]),
+                              float(record["last_stall_waited"]))
             level, message = 2, (f"physics fell behind wall time by {record['last_stall_lag'] * 1e3:.0f} ms "
-                                 f"(margin {self.margin * 1e3:.0f} ms)")
+                                 f"(margin {self.margin * 1e3:.0f} ms; {split.describe('the physics thread')})")
         elif record["lag"] > self.margin / 2:
             level, message = 1, f"physics lagging by {record['lag'] * 1e3:.0f} ms"
         else:
