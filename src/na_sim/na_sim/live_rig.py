@@ -40,7 +40,10 @@ from na_sim.truth_publisher import TruthSetup, start_truth_publisher
 
 OPERATOR_RATE_HZ = 100.0          # how often the scripted operator moves the leader
 GIL_SWITCH_INTERVAL_S = 5e-4      # physics and operator share one interpreter
-PHYSICS_PRIORITY = 40             # SCHED_FIFO of the physics: below the drivers' loops (50)
+PHYSICS_PRIORITY = 55             # SCHED_FIFO of the physics: like the buses, above the drivers' loops (50). It stands
+# for hardware, steps every 8.5 ms (the drivers every 10 ms) and counts as fallen behind after 50 ms, where a driver
+# trips only after 0.5 s without replies. Below them (40) it was the part that waited whenever the real-time work
+# wanted more than the cores (src/na_sim/README.md, Headroom).
 FT_PRIORITY = 0                   # normal scheduling for the F/T sensor process, at FT_NICE where allowed:
 FT_NICE = -10                     # real-time work that runs steadily (the physics, the F/T streams) keeps the
 # CPUs from the kernel's normal-priority workers, which carry the bytes of every pseudo-terminal. When it
@@ -101,8 +104,8 @@ def add_rig_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
                         help=f"SCHED_FIFO priority of the two bus processes (default {DEFAULT_PRIORITY}, above the "
                              "arm drivers' loops; 0 = normal scheduling; needs CAP_SYS_NICE, else normal)")
     parser.add_argument("--physics-priority", type=int, default=PHYSICS_PRIORITY,
-                        help=f"SCHED_FIFO priority of the physics (default {PHYSICS_PRIORITY}, below the arm drivers' "
-                             "loops; 0 = normal scheduling)")
+                        help=f"SCHED_FIFO priority of the physics (default {PHYSICS_PRIORITY}, above the arm drivers' "
+                             "loops, below the buses; 0 = normal scheduling)")
     parser.add_argument("--ft-priority", type=int, default=FT_PRIORITY,
                         help=f"SCHED_FIFO priority of the F/T sensor process (default {FT_PRIORITY}: normal scheduling "
                              f"at nice {FT_NICE} where allowed; steady real-time work on a machine without a core to "
