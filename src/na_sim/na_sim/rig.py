@@ -22,7 +22,6 @@ gripper as its servo angle, as in ``ArmState``; MuJoCo holds the gripper as the 
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -537,22 +536,21 @@ class RealtimeRunner:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _note_lag(self, now: float, lag: float, times: ThreadTimes | None = None) -> None:
+    def _note_lag(self, now: float, lag: float, times: ThreadTimes) -> None:
+        """``times``: the thread's own times now; the split of a stall runs from its last step begun on time."""
         self.lag = lag
         self.worst_lag = max(self.worst_lag, lag)
-        if times is not None and (lag <= self.period or self._on_time is None):
+        if lag <= self.period or self._on_time is None:
             self._on_time = times
-        split = ThreadClock.split(self._on_time, times) if times is not None and self._on_time is not None \
-            else TimeSplit(math.nan, math.nan, math.nan)
         if lag <= self.stall_margin:
             self._stalling = False
         elif self._stalling:
             began, worst, _ = self.stalls[-1]
             if lag > worst:
-                self.stalls[-1] = (began, lag, split)
+                self.stalls[-1] = (began, lag, ThreadClock.split(self._on_time, times))
         else:
             self._stalling = True
-            self.stalls.append((now - lag, lag, split))
+            self.stalls.append((now - lag, lag, ThreadClock.split(self._on_time, times)))
 
     def _run(self) -> None:
         period = self.period
