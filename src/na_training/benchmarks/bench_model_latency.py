@@ -16,6 +16,10 @@ timed here with an empty cache) picks among them. This script then times, in one
     python src/na_training/benchmarks/bench_model_latency.py --run RUN --nad NAD      # a trained run
     python src/na_training/benchmarks/bench_model_latency.py --model model.onnx      # time an exported package
 
+A package of the random-weight network (``--keep DIR``) can be timed on another machine with ``--model
+DIR/model.onnx [--nad NAD]``, jax.jit included: its network is rebuilt from the package's metadata (config,
+seed, feature statistics); the accuracy columns show that the rebuilt weights are the exported ones.
+
 The paper measured JAX JIT on an RTX 5080 GPU (Table XII; docs/REFERENCES.md, Paper).
 
 It lives beside the exporter whose variants it measures. ``--export-only DIR --stats-npz F`` only exports the
@@ -57,6 +61,7 @@ TARGET_P50_MS, TARGET_P99_MS, TARGET_BATCH32, TARGET_FORCE_N = 0.25, 0.40, 11000
 TARGET_JAX_RATIO = {"avx512_vnni": 2.6, "": 2.0}
 TARGET_PICK_SLOWDOWN = 1.05   # the estimator's pick at most 5 % slower than the fastest accepted variant
 ROUNDS = 10                   # interleaved rounds of the batch-1 timing
+RANDOM_WEIGHTS_ID = "benchmark-random-weights"   # dataset_id of the random-weight network's packages
 
 
 def log(message: str) -> None:
@@ -108,11 +113,26 @@ def paper_network(config_path: str | Path = PAPER_CONFIG, *, seed: int = 0,
     from na_training.config import load_config
     from na_training.model import build_model, parameter_count
 
-    config = replace(load_config(config_path), dataset_id="benchmark-random-weights", seed=seed)
+    config = replace(load_config(config_path), dataset_id=RANDOM_WEIGHTS_ID, seed=seed)
     mean, std = stats if stats is not None else (np.zeros(NUM_FEATURES), std_floors())
     model = build_model(config.model, seed=seed)
     model.set_feature_stats(mean, std)
     return model, synthetic_description(config, mean, std, parameter_count(model))
+
+
+def network_of_package(metadata: dict[str, str]):
+    """The JAX network of a package this script exported with random weights (its metadata holds the training
+    config with the seed, and the feature statistics), or None for a trained package: its weights are not in it."""
+    from na_training.config import config_from_dict
+    from na_training.model import build_model
+
+    if metadata.get("dataset_id") != RANDOM_WEIGHTS_ID:
+        return None
+    config = config_from_dict(json.loads(metadata["training_config"]), where="the package's training_config")
+    model = build_model(config.model, seed=config.seed)
+    model.set_feature_stats(np.asarray(json.loads(metadata["feature_mean"])),
+                            np.asarray(json.loads(metadata["feature_std"])))
+    return model
 
 
 def export_paper_network(out_dir: Path, *, config_path: str | Path = PAPER_CONFIG, seed: int = 0,
@@ -269,8 +289,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Default network: the paper-sized model (training config 'paper') with random weights; latency "
                "does not depend on the weight values, the accuracy check does (use --run for trained weights).")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--model", type=Path, help="time the variants of an exported model package as they are "
-                                                   "(no export, no JAX row)")
+    source.add_argument("--model", type=Path,
+                        help="time the variants of an exported model package as they are (no export: the machine "
+                             "needs no export toolchain); a package of this script's random-weight network also "
+                             "gets its JAX row, rebuilt from the package's metadata, and with --nad its accuracy "
+                             "columns; a trained package has no JAX row")
     source.add_argument("--run", type=Path, help="a training run directory (exported here)")
     parser.add_argument("--nad", type=Path, help="NAD dataset: real windows for the accuracy check (test split, "
                                                  "else val/train) and the static-int8 calibration (train split)")
@@ -322,7 +345,16 @@ def load_network(args, out_dir: Path):
         main = OnnxActuatorModel(args.model, providers=CPU_ONLY, warmup_runs=0)
         package = read_package(args.model, main.metadata)
         paths = {name: package.path(name) for name in package.names}
-        return None, paths, set(paths), args.model, str(args.model), None, []
+        model = None if args.no_jax else network_of_package(main.metadata)
+        real = None
+        text = str(args.model)
+        if model is not None:
+            text += " (random weights: its JAX network rebuilt from the package's config, seed and statistics)"
+            if args.nad:
+                real, _ = nad_windows(args.nad, model.feature_mean[...], model.config.history_length,
+                                      args.windows_per_episode)
+                text += f"; {len(real)} real windows from {args.nad}"
+        return model, paths, set(paths), args.model, text, real, []
     if args.run:
         from na_training.train import load_trained_model
 
