@@ -14,6 +14,10 @@ score well below ``drift``) stays at zero and a restricted one climbs whenever t
 Evidence is in seconds of excess score (a frame with restricted score 1 adds ``(1 - drift) * dt``), so the
 thresholds do not depend on the frame rate. The decision time is the time of the frame that crossed
 ``degraded_s``, measured from the first frame.
+
+A frame in which the model sees contact (contact probability above ``contact_limit``) adds no evidence, as in
+the wear monitor: a push or a grasp loads the joints as a fault can, and it is not one. The evidence it has
+keeps until the next counted frame.
 """
 
 from __future__ import annotations
@@ -35,10 +39,13 @@ class MonitorSettings:
     suspect_s: float = 0.5      # evidence (s of excess score) from which a motor is suspect
     degraded_s: float = 1.0     # evidence from which a motor is degraded (latched)
     max_frame_s: float = 0.1    # a longer gap between two frames counts as this long (a pause adds no evidence)
+    contact_limit: float = 0.5  # contact probability above which a frame adds no evidence (1: every frame counts)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.drift < 1.0:
             raise ValueError(f"drift must be in (0, 1), got {self.drift}")
+        if not 0.0 < self.contact_limit <= 1.0:
+            raise ValueError(f"contact_limit must be in (0, 1], got {self.contact_limit}")
         if not 0.0 < self.suspect_s <= self.degraded_s:
             raise ValueError(f"need 0 < suspect_s <= degraded_s, got {self.suspect_s} and {self.degraded_s}")
         if self.max_frame_s <= 0.0:
@@ -88,10 +95,18 @@ class EvidenceMonitor:
         return self.state.copy()
 
 
-def restricted_excess(condition: np.ndarray, drift: float) -> np.ndarray:
-    """Restricted score (1 - condition) less ``drift``; NaN where a score is not finite (no evidence)."""
+def restricted_excess(condition: np.ndarray, drift: float, contact_probability: np.ndarray | float | None = None,
+                      contact_limit: float = 1.0) -> np.ndarray:
+    """Restricted score (1 - condition) less ``drift``; NaN (no evidence) where a score is not finite and in frames
+    whose ``contact_probability`` (per frame: a scalar for one frame, ``[T]`` for ``[T, n]`` scores) is above
+    ``contact_limit``."""
     condition = np.asarray(condition, dtype=float)
-    return np.where(np.isfinite(condition), (1.0 - np.clip(condition, 0.0, 1.0)) - drift, np.nan)
+    excess = np.where(np.isfinite(condition), (1.0 - np.clip(condition, 0.0, 1.0)) - drift, np.nan)
+    if contact_probability is None:
+        return excess
+    contact = np.asarray(contact_probability, dtype=float)
+    in_contact = contact > contact_limit          # NaN (contact unknown) gates nothing
+    return np.where(in_contact[..., None] if condition.ndim > contact.ndim else in_contact, np.nan, excess)
 
 
 class ConditionMonitor(EvidenceMonitor):
@@ -101,12 +116,15 @@ class ConditionMonitor(EvidenceMonitor):
         self.settings = settings or MonitorSettings()
         super().__init__(n_motors, self.settings.suspect_s, self.settings.degraded_s, self.settings.max_frame_s)
 
-    def update(self, time_s: float, condition: Sequence[float]) -> np.ndarray:
-        """One frame's per-motor condition scores (1 = normal) at ``time_s``; returns the states (a copy)."""
+    def update(self, time_s: float, condition: Sequence[float], contact_probability: float | None = None
+               ) -> np.ndarray:
+        """One frame's per-motor condition scores (1 = normal) at ``time_s``, with the model's contact probability
+        of that frame (None: not known, the frame counts); returns the states (a copy)."""
         score = np.asarray(condition, dtype=float).reshape(-1)
         if score.shape != (self.n_motors,):
             raise ValueError(f"expected {self.n_motors} condition scores, got {score.shape}")
-        return self.accumulate(time_s, restricted_excess(score, self.settings.drift))
+        return self.accumulate(time_s, restricted_excess(score, self.settings.drift, contact_probability,
+                                                         self.settings.contact_limit))
 
 
 def run_evidence(monitor: EvidenceMonitor, time_s: np.ndarray, excess: np.ndarray
@@ -123,11 +141,16 @@ def run_evidence(monitor: EvidenceMonitor, time_s: np.ndarray, excess: np.ndarra
     return evidence, state, monitor.decided_at.copy()
 
 
-def run_monitor(time_s: np.ndarray, condition: np.ndarray, settings: MonitorSettings | None = None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A whole sequence of condition scores through a fresh monitor: (evidence [T, n], state [T, n], decision
-    time [n], NaN if never degraded)."""
+def run_monitor(time_s: np.ndarray, condition: np.ndarray, settings: MonitorSettings | None = None,
+                contact_probability: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A whole sequence of condition scores [T, n] (with the model's contact probability [T], if known) through a
+    fresh monitor: (evidence [T, n], state [T, n], decision time [n], NaN if never degraded)."""
     condition = np.asarray(condition, dtype=float)
     settings = settings or MonitorSettings()
+    if contact_probability is not None:
+        contact_probability = np.asarray(contact_probability, dtype=float).reshape(-1)
+        if contact_probability.shape != condition.shape[:1]:
+            raise ValueError(f"{condition.shape[0]} frames of scores but {contact_probability.size} contact "
+                             "probabilities")
     return run_evidence(ConditionMonitor(condition.shape[1], settings), time_s,
-                        restricted_excess(condition, settings.drift))
+                        restricted_excess(condition, settings.drift, contact_probability, settings.contact_limit))

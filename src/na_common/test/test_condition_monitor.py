@@ -67,3 +67,44 @@ def test_bad_input_is_refused():
         MonitorSettings(drift=1.0)
     with pytest.raises(ValueError, match="suspect_s"):
         MonitorSettings(suspect_s=3.0, degraded_s=2.0)
+
+
+def test_frames_in_contact_add_no_evidence_and_keep_what_there_is():
+    # score 0 throughout (0.5 s of evidence per s at drift 0.5); frames 100-299 in contact (probability 0.9):
+    # the evidence stays at 0.5 s through them and the decision (2 s of evidence) comes 2 s later than without
+    n = 800
+    t = np.arange(n) * 0.01
+    scores = np.zeros((n, 1))
+    contact = np.zeros(n)
+    contact[100:300] = 0.9
+    gated = MonitorSettings(drift=0.5, suspect_s=0.5, degraded_s=2.0, contact_limit=0.5)
+    evidence, _, decided = run_monitor(t, scores, gated, contact)
+    assert evidence[99, 0] == pytest.approx(0.495)
+    assert np.allclose(evidence[100:300, 0], evidence[99, 0])
+    assert decided[0] == pytest.approx(6.0)
+    _, _, ungated = run_monitor(t, scores, gated)              # contact not known: every frame counts
+    assert ungated[0] == pytest.approx(4.0)
+
+
+def test_a_contact_limit_of_one_gates_nothing_and_streaming_equals_batch():
+    n = 500
+    t = np.arange(n) * 0.01
+    rng = np.random.default_rng(5)
+    scores = rng.uniform(0.0, 1.0, (n, 2))
+    contact = rng.uniform(0.0, 1.0, n)
+    everything = MonitorSettings(drift=0.5, suspect_s=0.5, degraded_s=2.0, contact_limit=1.0)
+    assert np.array_equal(run_monitor(t, scores, everything, contact)[0], run_monitor(t, scores, everything)[0])
+    gated = MonitorSettings(drift=0.5, suspect_s=0.5, degraded_s=2.0, contact_limit=0.5)
+    batch, _, _ = run_monitor(t, scores, gated, contact)
+    monitor = ConditionMonitor(2, gated)
+    for k in range(n):
+        monitor.update(t[k], scores[k], float(contact[k]))
+    assert np.allclose(monitor.evidence, batch[-1])
+    assert not np.allclose(batch[-1], run_monitor(t, scores, gated)[0][-1])
+
+
+def test_contact_settings_and_lengths_are_checked():
+    with pytest.raises(ValueError, match="contact_limit"):
+        MonitorSettings(contact_limit=0.0)
+    with pytest.raises(ValueError, match="contact"):
+        run_monitor(np.arange(3) * 0.01, np.zeros((3, 1)), SETTINGS, np.zeros(2))

@@ -53,13 +53,14 @@ class ConditionStatus:
         self._sum, self._min, self._count = np.zeros(n), np.full(n, math.inf), 0
         self._latest = np.full(n, math.nan)
 
-    def add(self, condition: Sequence[float], time_s: float) -> None:
-        """One estimate's per-motor scores (spec motor order) at ``time_s`` (the estimate's stamp, s)."""
+    def add(self, condition: Sequence[float], time_s: float, contact_probability: float | None = None) -> None:
+        """One estimate's per-motor scores (spec motor order) at ``time_s`` (the estimate's stamp, s), with its
+        contact probability (a frame in contact adds no evidence to the monitor)."""
         score = np.asarray(condition, dtype=float).reshape(-1)
         if score.shape != (len(self.joint_names),) or not np.all(np.isfinite(score)):
             return
         with self._lock:
-            self.monitor.update(time_s, score)
+            self.monitor.update(time_s, score, contact_probability)
             self._sum += score
             self._min = np.minimum(self._min, score)
             self._count += 1

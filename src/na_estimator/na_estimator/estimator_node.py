@@ -202,7 +202,7 @@ class EstimatorNode(Node):
         out.condition, out.inference_latency, out.window_fill = est.condition.tolist(), est.latency, est.window_fill
         self.pub_estimate.publish(out)
         self.handling.add(time.perf_counter() - entered)
-        self.condition_status.add(est.condition, stamp_seconds(header.stamp))
+        self.condition_status.add(est.condition, stamp_seconds(header.stamp), est.contact_probability)
         # The rest only for topics someone listens to: building and serialising four messages and the arrow's
         # forward kinematics cost more than the estimate itself (checking the subscriber count is ~0.5 us).
         if self.publish_split:

@@ -41,6 +41,18 @@ def test_a_restricted_looking_motor_becomes_suspect_then_degraded_and_stays_so()
     assert status.statuses(1.0)[2].level == OK
 
 
+def test_estimates_in_contact_add_no_evidence() -> None:
+    """A grasp or a push lowers the score without a fault: the estimate's contact probability gates the monitor."""
+    status = ConditionStatus(JOINTS, "joint3", MonitorSettings(drift=0.5, suspect_s=0.5, degraded_s=2.0,
+                                                               contact_limit=0.5))
+    for k in range(600):                            # 6 s of joint3 at score 0, all of it in contact
+        status.add([1.0, 1.0, 0.0, 1.0, 1.0], 0.01 * k, 0.9)
+    assert status.statuses(6.0)[2].values["monitor_state"] == "nominal"
+    for k in range(600, 750):                       # out of contact: 1.49 s adds 0.745 s of evidence
+        status.add([1.0, 1.0, 0.0, 1.0, 1.0], 0.01 * k, 0.1)
+    assert status.statuses(1.5)[2].values["monitor_state"] == "suspect"
+
+
 def test_a_period_without_estimates_is_unknown_and_periods_do_not_mix() -> None:
     status = ConditionStatus(JOINTS, "joint3")
     status.add([1.0, 1.0, 0.0, 1.0, 1.0], 0.0)

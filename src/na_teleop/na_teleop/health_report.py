@@ -1,11 +1,12 @@
 """Per-episode servo health from a recorded episode bag (ROS-free: the bag reader is na_common.episode_bag).
 
 Reads the follower's ``ArmState`` (temperature, effort, error bits) and, when the bag has them, the estimator's
-condition scores (``/estimator/condition``, else the ``condition`` of ``/estimator/estimate``), and summarises each
-motor against its datasheet (:mod:`na_description.datasheet_margins`). Levels follow /diagnostics: ERROR for error
-bits or a temperature at the shutdown limit, WARN for an effort above the near-stall fraction, a supervised
-condition mean below the estimator's warning level or a supervised motor that the condition monitor
-(:mod:`na_common.condition_monitor`, run over the recorded scores) left suspect or degraded, OK otherwise.
+condition scores (the ``condition`` of ``/estimator/estimate`` with its contact probability, else
+``/estimator/condition``), and summarises each motor against its datasheet
+(:mod:`na_description.datasheet_margins`). Levels follow /diagnostics: ERROR for error bits or a temperature at
+the shutdown limit, WARN for an effort above the near-stall fraction, a supervised condition mean below the
+estimator's warning level or a supervised motor that the condition monitor (:mod:`na_common.condition_monitor`,
+run over the recorded scores; estimates in contact add no evidence) left suspect or degraded, OK otherwise.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class EpisodeSeries:
     hardware_error: np.ndarray                # error bits, [T, n]
     condition_time: np.ndarray | None = None  # s on the same clock, [C]
     condition: np.ndarray | None = None       # score, [C, n]
+    condition_contact: np.ndarray | None = None   # the model's contact probability of those estimates, [C]
 
 
 def episode_paths(path: str | Path) -> list[Path]:
@@ -99,10 +101,11 @@ def read_episode(path: Path, wanted: RobotSpec | None = None) -> EpisodeSeries:
             if topics.FOLLOWER_ARM_STATE not in reader.topics:
                 raise HealthInputError(f"{path}: no arm states ({topics.FOLLOWER_ARM_STATE} is not in the bag)")
             reference = datasheet_reference(spec)
-            wanted_topics = [topics.FOLLOWER_ARM_STATE] + [t for t in (topics.ESTIMATED_CONDITION, topics.ESTIMATE)
+            # the whole estimate first: it also holds the contact probability, which the condition monitor gates on
+            wanted_topics = [topics.FOLLOWER_ARM_STATE] + [t for t in (topics.ESTIMATE, topics.ESTIMATED_CONDITION)
                                                           if t in reader.topics]
             condition_topic = next((t for t in wanted_topics[1:]), None)
-            stamps, temps, efforts, errors, c_stamps, scores = [], [], [], [], [], []
+            stamps, temps, efforts, errors, c_stamps, scores, contact = [], [], [], [], [], [], []
             for topic, stamp, msg in reader.messages(wanted_topics):
                 if topic == topics.FOLLOWER_ARM_STATE:
                     effort = msg.load if reference.effort_signal == "load" else msg.current
@@ -117,6 +120,8 @@ def read_episode(path: Path, wanted: RobotSpec | None = None) -> EpisodeSeries:
                     values = msg.score if topic == topics.ESTIMATED_CONDITION else msg.condition
                     c_stamps.append(stamp)
                     scores.append(_ordered(spec, msg.name, values, "condition"))
+                    if topic == topics.ESTIMATE:
+                        contact.append(msg.contact_probability)
     except EpisodeBagError as err:
         raise HealthInputError(str(err)) from err
     except ValueError as err:                  # a JointNameError: names that are not the spec's
@@ -131,6 +136,7 @@ def read_episode(path: Path, wanted: RobotSpec | None = None) -> EpisodeSeries:
     if scores:
         series.condition_time = (np.asarray(c_stamps) - t0) * 1e-9
         series.condition = np.array(scores)
+        series.condition_contact = np.array(contact, dtype=float) if contact else None
     return series
 
 
@@ -147,7 +153,8 @@ def summarise(series: EpisodeSeries) -> dict[str, Any]:
     supervised = spec.joint_names.index(spec.condition_joint)
     monitor_state, monitor_decided = np.zeros(spec.n_motors, dtype=int), np.full(spec.n_motors, np.nan)
     if series.condition is not None and len(series.condition):
-        _, states, monitor_decided = run_monitor(series.condition_time, series.condition)
+        _, states, monitor_decided = run_monitor(series.condition_time, series.condition,
+                                                 contact_probability=series.condition_contact)
         monitor_state = states[-1]
     motors = []
     for k, joint in enumerate(spec.joint_names):

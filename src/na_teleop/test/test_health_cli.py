@@ -17,7 +17,9 @@ T0 = 1_700_000_000_000_000_000
 N = 50
 
 
-def write_bag(out_dir, *, robot="open_manipulator_x", arm_states=True, condition=True, names=NAMES):
+def write_bag(out_dir, *, robot="open_manipulator_x", arm_states=True, condition=True, names=NAMES,
+              estimate_contact: float | None = None):
+    """``estimate_contact``: also record /estimator/estimate (condition 0.2 on joint3, this contact probability)."""
     writer = eb.EpisodeWriter(out_dir, {"task": "push", "payload_grams": 0, "force_source": "none",
                                         "condition": "nominal", "source": "generated", "seed": 1,
                                         "operator": "tester", "robot": robot})
@@ -28,6 +30,10 @@ def write_bag(out_dir, *, robot="open_manipulator_x", arm_states=True, condition
         writer.add_topic("/follower/arm_state", eb.ARM_STATE)
     if condition:
         writer.add_topic("/estimator/condition", "na_msgs/msg/MotorCondition")
+    if estimate_contact is not None:
+        writer.add_topic("/estimator/estimate", "na_msgs/msg/ActuatorEstimate")
+        estimate_cls = eb.message_class("na_msgs/msg/ActuatorEstimate")
+        vector_cls = eb.message_class("geometry_msgs/msg/Vector3")
     cmd_cls = eb.message_class(eb.JOINT_COMMAND)
     for k in range(N):
         stamp = T0 + k * 10_000_000
@@ -46,6 +52,12 @@ def write_bag(out_dir, *, robot="open_manipulator_x", arm_states=True, condition
         if condition and k % 2 == 0:
             writer.write("/estimator/condition", stamp + 1, cond_cls(header=eb.make_header(stamp + 1), name=NAMES,
                                                                     score=np.array([1.0, 1.0, 0.3, 1.0, 1.0])))
+        if estimate_contact is not None:
+            writer.write("/estimator/estimate", stamp + 2, estimate_cls(
+                header=eb.make_header(stamp + 2), name=NAMES, torque_surrogate=np.zeros(5),
+                force_raw=vector_cls(x=0.0, y=0.0, z=0.0), force=vector_cls(x=0.0, y=0.0, z=0.0),
+                contact_probability=estimate_contact, in_contact=estimate_contact > 0.5,
+                condition=np.array([1.0, 1.0, 0.2, 1.0, 1.0]), inference_latency=0.0, window_fill=9))
     writer.close()
     return eb.list_episodes(out_dir)[-1]
 
@@ -107,3 +119,31 @@ def test_the_condition_monitor_over_recorded_scores_decides_degraded() -> None:
     assert motors["joint3"]["monitor_degraded_at_s"] == pytest.approx(1.0 + 1.0 / 0.6, abs=0.02)
     assert any("monitor: degraded" in r for r in motors["joint3"]["reasons"])
     assert "monitor_state" not in motors["joint1"] and motors["joint1"]["level"] == "OK"
+
+
+def test_scores_recorded_while_the_model_saw_contact_add_no_evidence() -> None:
+    """The same restricted-looking scores as above, but every estimate in contact: the monitor stays nominal."""
+    from na_description import load_spec
+    from na_teleop.health_report import EpisodeSeries, summarise
+
+    spec = load_spec("open_manipulator_x")
+    t = np.arange(700) * 0.01
+    n = spec.n_motors
+    scores = np.ones((700, n))
+    scores[100:, 2] = 0.0
+    contact = np.where(np.arange(700) >= 100, 0.9, 0.0)
+    series = EpisodeSeries("ep", Path("ep"), spec, t, np.full((700, n), 30.0), np.zeros((700, n)),
+                           np.zeros((700, n), dtype=int), condition_time=t, condition=scores,
+                           condition_contact=contact)
+    motors = {m["joint"]: m for m in summarise(series)["motors"]}
+    assert motors["joint3"]["monitor_state"] == "nominal"
+
+
+def test_the_report_reads_scores_and_contact_from_the_estimate_when_the_bag_has_it(tmp_path) -> None:
+    from na_teleop.health_report import read_episode
+
+    series = read_episode(write_bag(tmp_path / "bags", estimate_contact=0.8))
+    assert series.condition_contact is not None and np.allclose(series.condition_contact, 0.8)
+    assert len(series.condition_contact) == N and np.allclose(series.condition[:, 2], 0.2)
+    only_scores = read_episode(write_bag(tmp_path / "other"))
+    assert only_scores.condition_contact is None and np.allclose(only_scores.condition[:, 2], 0.3)

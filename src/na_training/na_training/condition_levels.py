@@ -12,12 +12,15 @@ restricted episode also has frames that look nominal). Every frame and window in
 
 False alarms: nominal episodes in which the supervised motor reached degraded, per 10 min of nominal operation
 (every nominal episode of the split counts, not only the condition experiment's: pushes and payloads too).
+
+Each episode comes with the model's per-frame outputs: its condition scores [T, n] and its contact probability
+[T] (frames in contact add no evidence; ``MonitorSettings.contact_limit``).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 
 import numpy as np
@@ -30,22 +33,25 @@ from na_training.episode import RESTRICTED, Episode
 ALARM_PERIOD_S = 600.0      # false alarms are counted per this much nominal operation
 
 
-def _episode_monitor(episode: Episode, condition: np.ndarray, joint_index: int,
+def _episode_monitor(episode: Episode, outputs: Mapping[str, np.ndarray], joint_index: int,
                      settings: MonitorSettings) -> tuple[np.ndarray, np.ndarray, float]:
-    evidence, state, decided = run_monitor(episode.time, np.asarray(condition, dtype=float), settings)
+    evidence, state, decided = run_monitor(episode.time, np.asarray(outputs["condition"], dtype=float), settings,
+                                           outputs.get("contact_prob"))
     return evidence[:, joint_index], state[:, joint_index] >= DEGRADED, float(decided[joint_index])
 
 
-def monitor_levels(labelled: Sequence[tuple[Episode, np.ndarray]], nominal: Sequence[tuple[Episode, np.ndarray]],
+def monitor_levels(labelled: Sequence[tuple[Episode, Mapping[str, np.ndarray]]],
+                   nominal: Sequence[tuple[Episode, Mapping[str, np.ndarray]]],
                    joint_index: int, settings: MonitorSettings | None = None) -> dict:
-    """Scores of the monitor on ``labelled`` (episode, per-frame condition [T, n]) pairs of the condition
-    experiment; false alarms on ``nominal`` pairs (every nominal episode of the split)."""
+    """Scores of the monitor on ``labelled`` (episode, the model's outputs: ``condition`` [T, n] and
+    ``contact_prob`` [T]) pairs of the condition experiment; false alarms on ``nominal`` pairs (every nominal
+    episode of the split)."""
     settings = settings or MonitorSettings()
     frame_truth, frame_score, frame_decision = [], [], []
     window_truth, window_score, window_decision = [], [], []
     episode_truth, episode_score, episode_decision, decision_times = [], [], [], []
-    for episode, condition in labelled:
-        evidence, degraded, decided = _episode_monitor(episode, condition, joint_index, settings)
+    for episode, outputs in labelled:
+        evidence, degraded, decided = _episode_monitor(episode, outputs, joint_index, settings)
         positive = episode.condition_label == RESTRICTED
         frame_truth.append(np.full(len(episode), positive))
         frame_score.append(evidence)
@@ -75,8 +81,8 @@ def monitor_levels(labelled: Sequence[tuple[Episode, np.ndarray]], nominal: Sequ
                                       "median": float(np.median(decided)) if decided.size else None,
                                       "max": float(decided.max()) if decided.size else None}
     alarms, seconds = 0, 0.0
-    for episode, condition in nominal:
-        _, degraded, _ = _episode_monitor(episode, condition, joint_index, settings)
+    for episode, outputs in nominal:
+        _, degraded, _ = _episode_monitor(episode, outputs, joint_index, settings)
         alarms += int(degraded.any())
         seconds += float(episode.time[-1] - episode.time[0]) if len(episode) > 1 else 0.0
     results["false_alarms"] = {"alarms": alarms, "nominal_s": seconds,
@@ -96,8 +102,12 @@ def add_monitor_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--monitor-degraded", type=float, default=defaults.degraded_s,
                         help="condition monitor: evidence (s) from which a motor is degraded, latched "
                              "(default: %(default)s)")
+    parser.add_argument("--monitor-contact-limit", type=float, default=defaults.contact_limit,
+                        help="condition monitor: the model's contact probability above which a frame adds no "
+                             "evidence; 1 counts every frame (default: %(default)s)")
 
 
 def monitor_settings(args: argparse.Namespace) -> MonitorSettings:
     """Settings from the options of :func:`add_monitor_arguments`; ValueError names a bad one."""
-    return MonitorSettings(drift=args.monitor_drift, suspect_s=args.monitor_suspect, degraded_s=args.monitor_degraded)
+    return MonitorSettings(drift=args.monitor_drift, suspect_s=args.monitor_suspect, degraded_s=args.monitor_degraded,
+                           contact_limit=args.monitor_contact_limit)

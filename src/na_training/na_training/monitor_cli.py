@@ -111,7 +111,7 @@ def monitor_episodes(nad: Path, model: Path, out: Path, splits: tuple[str, ...],
         for episode in load_usable(nad, split, skipped):
             outputs = predictor(episode)
             condition = np.asarray(outputs["condition"], dtype=float)
-            _, state, decided = run_monitor(episode.time, condition, settings)
+            _, state, decided = run_monitor(episode.time, condition, settings, outputs["contact_prob"])
             rows.append({"episode": episode.name, "split": split, "task": episode.task,
                          "condition_label": episode.condition_label,
                          "state": STATE_NAMES[state[-1][supervised]],

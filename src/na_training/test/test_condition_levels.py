@@ -27,12 +27,16 @@ def episodes():
     return made
 
 
-def _scores(restricted_from: int | None, n_motors: int = 5) -> np.ndarray:
-    """Condition scores: 1 everywhere; 0 on joint 3 from frame ``restricted_from`` on."""
+def _scores(restricted_from: int | None, n_motors: int = 5, contact_from: int | None = None) -> dict:
+    """The model's outputs: condition scores 1 everywhere, 0 on joint 3 from frame ``restricted_from`` on; contact
+    probability 0, or 0.9 from frame ``contact_from`` on (None: no contact output at all)."""
     scores = np.ones((FRAMES, n_motors))
     if restricted_from is not None:
         scores[restricted_from:, JOINT3] = 0.0
-    return scores
+    outputs = {"condition": scores}
+    if contact_from is not None:
+        outputs["contact_prob"] = np.where(np.arange(FRAMES) >= contact_from, 0.9, 0.0)
+    return outputs
 
 
 def test_levels_of_a_monitor_that_decides_halfway(episodes):
@@ -64,3 +68,13 @@ def test_a_nominal_episode_that_reaches_degraded_is_a_false_alarm(episodes):
     assert result["false_alarms"]["alarms"] == 1
     assert result["false_alarms"]["per_10_min"] == pytest.approx(600.0 / seconds)
     assert "window" not in result
+
+
+def test_low_scores_while_the_model_sees_contact_are_no_false_alarm(episodes):
+    """A grasp or a push can lower the condition score; frames in contact add no evidence unless the limit is 1."""
+    nominal = [(episodes[2], _scores(100, contact_from=100)), (episodes[3], _scores(None, contact_from=0))]
+    assert monitor_levels([], nominal, JOINT3, SETTINGS)["false_alarms"]["alarms"] == 0
+    every_frame = MonitorSettings(drift=0.5, suspect_s=0.25, degraded_s=1.0, contact_limit=1.0)
+    assert monitor_levels([], nominal, JOINT3, every_frame)["false_alarms"]["alarms"] == 1
+    in_contact_later = [(episodes[2], _scores(100, contact_from=500))]     # 400 frames of evidence first
+    assert monitor_levels([], in_contact_later, JOINT3, SETTINGS)["false_alarms"]["alarms"] == 1

@@ -162,9 +162,8 @@ def compare_episodes(train: Sequence[Episode], test: Sequence[Episode],
             truth = np.concatenate([np.full(len(e), e.condition_label == RESTRICTED) for e, _ in labelled])
             results["condition"][LEARNED] = {**classification_metrics(truth, restricted_score > 0.5, restricted_score),
                                              "granularity": "frames"}
-            nominal = [(e, np.asarray(o["condition"])) for e, o in zip(test, outputs, strict=True) if e.is_nominal]
-            results["condition_monitor"] = monitor_levels([(e, np.asarray(o["condition"])) for e, o in labelled],
-                                                          nominal, joint_index, monitor)
+            nominal = [(e, o) for e, o in zip(test, outputs, strict=True) if e.is_nominal]
+            results["condition_monitor"] = monitor_levels(labelled, nominal, joint_index, monitor)
     results["best_classical_to_learned_force_mae"] = _best_ratio(results["force_mae"])
     results["mlp_to_learned_force_mae"] = _best_ratio(results["force_mae"], (MLPForce.name,))
     return results
