@@ -159,7 +159,9 @@ def markdown(report: dict) -> str:
     supervised = report["supervised_joint"]
     lines = ["# Condition monitor per episode", "",
              f"The decision is the supervised motor's ({supervised}); the model's condition head is trained on its "
-             "labels only, so the other motors' scores are not decided on.", "",
+             "labels only, so the other motors' scores are not decided on."
+             + ("".join(f" {k} {v}," for k, v in report["settings"].items()).rstrip(",").join((" Settings:", "."))
+                if report.get("settings") else ""), "",
              f"| episode | task | label | {supervised} | degraded at (s) |", "|---|---|---|---|---|"]
     for r in report["episodes"]:
         label = {NOMINAL: "nominal", RESTRICTED: "restricted"}.get(r["condition_label"], "–")
