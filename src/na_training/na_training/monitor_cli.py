@@ -155,13 +155,16 @@ def summarise(rows: list[dict], within_s: float) -> dict:
             "false_alarms_per_10_min": alarms * ALARM_PERIOD_S / nominal_s if nominal_s > 0 else None}
 
 
+def _settings_sentence(report: dict) -> str:
+    settings = report.get("settings")
+    return f" Settings: {', '.join(f'{k} {v}' for k, v in settings.items())}." if settings else ""
+
+
 def markdown(report: dict) -> str:
     supervised = report["supervised_joint"]
     lines = ["# Condition monitor per episode", "",
              f"The decision is the supervised motor's ({supervised}); the model's condition head is trained on its "
-             "labels only, so the other motors' scores are not decided on."
-             + ("".join(f" {k} {v}," for k, v in report["settings"].items()).rstrip(",").join((" Settings:", "."))
-                if report.get("settings") else ""), "",
+             "labels only, so the other motors' scores are not decided on." + _settings_sentence(report), "",
              f"| episode | task | label | {supervised} | degraded at (s) |", "|---|---|---|---|---|"]
     for r in report["episodes"]:
         label = {NOMINAL: "nominal", RESTRICTED: "restricted"}.get(r["condition_label"], "–")

@@ -229,7 +229,7 @@ def _monitor_report(results: dict) -> list[str]:
              f"Settings: drift {settings['drift']}, suspect at {settings['suspect_s']} s, degraded at "
              f"{settings['degraded_s']} s of evidence; "
              + (f"frames whose contact probability is above {settings['contact_limit']} add none"
-                if settings.get("contact_limit", 1.0) < 1.0 else "every frame counts") + ". Decision = degraded.", "",
+                if settings["contact_limit"] < 1.0 else "every frame counts") + ". Decision = degraded.", "",
              "| method | level | accuracy | precision | recall | AUC | episodes misclassified |",
              "|---|---|---|---|---|---|---|"]
     for level in ("frame", "window", "episode"):
