@@ -42,9 +42,9 @@ class WearStatus:
         arrays = [self.spec.reorder(names, values, what)[:n][None]
                   for values, what in ((position, "position"), (velocity, "velocity"), (effort, "effort"))]
         with self._lock:
-            w = self.frames.opposing(np.array([stamp]), *arrays, np.array([gripper_slide]),
-                                     np.array([contact_probability]))
-            self.monitor.accumulate(stamp, standardised_excess(w, self.reference)[0])
+            w, acceleration = self.frames.opposing(np.array([stamp]), *arrays, np.array([gripper_slide]),
+                                                   np.array([contact_probability]))
+            self.monitor.accumulate(stamp, standardised_excess(w, acceleration, self.reference)[0])
 
     def merge(self, statuses: list[MotorConditionStatus]) -> list[MotorConditionStatus]:
         """The motors' condition statuses with their wear added (the gripper, not monitored, unchanged)."""

@@ -116,10 +116,10 @@ def test_streaming_in_batches_gives_the_numbers_of_the_whole_episode(fitted):
     arm = {name: episode.arm(name) for name in ("position", "velocity", episode.spec.effort_signal)}
     edges = [0, 1, 2, 50, 51, 300, 777, len(episode)]                  # batches of 1, 1, 48, 1, 249, 477, ...
     for start, stop in itertools.pairwise(edges):
-        w = frames.opposing(episode.time[start:stop], arm["position"][start:stop], arm["velocity"][start:stop],
-                            arm[episode.spec.effort_signal][start:stop], episode.gripper_slide[start:stop],
-                            contact[start:stop])
-        excess = standardised_excess(w, reference)
+        w, acceleration = frames.opposing(episode.time[start:stop], arm["position"][start:stop],
+                                          arm["velocity"][start:stop], arm[episode.spec.effort_signal][start:stop],
+                                          episode.gripper_slide[start:stop], contact[start:stop])
+        excess = standardised_excess(w, acceleration, reference)
         for t, values in zip(episode.time[start:stop], excess, strict=True):
             states = monitor.accumulate(t, values)
         np.testing.assert_allclose(monitor.evidence, evidence[stop - 1], rtol=1e-9, atol=1e-12)
@@ -169,3 +169,56 @@ def test_a_decision_in_a_restricted_episode_is_named_and_left_out_of_the_nominal
     nominal = continuous_wear(wear, sequences, nominal_only=True)
     assert nominal["degraded_at_s"] is None and nominal["decided_in"] is None
     assert nominal["operation_s"] == pytest.approx(healthy_s, abs=0.5)
+
+
+def _banded_reference(version: int = 2) -> WearReference:
+    """Two motors; motor 0 in two |q̈| bands split at 1 rad/s² (mean 0 / 1 N·m, spread 1 / 2 N·m), motor 1 in one
+    band (mean 0.5, spread 0.25); drift 0.5. Version 1 has one band per motor (the first band's numbers)."""
+    data = {"kind": "na-wear-reference", "version": version, "robot": "open_manipulator_x",
+            "joint_names": ["a", "b"],
+            "friction": {"slope": [1.0, 1.0], "offset": [0.0, 0.0], "coulomb": [0.0, 0.0], "stribeck": [0.0, 0.0],
+                         "viscous": [0.0, 0.0], "stribeck_velocity": [0.1, 0.1], "backlash": [0.0, 0.0],
+                         "backlash_velocity": 0.05},
+            "mean": [[0.0, 1.0], [0.5, 0.5]], "spread": [[1.0, 2.0], [0.25, 0.25]],
+            "acceleration_edges": [[1.0], [1e9]], "degraded": [3.0, 3.0],
+            "settings": {"min_speed": 0.1, "contact_limit": 0.5, "drift": 0.5, "margin": 1.5,
+                         "min_degraded_s": 1.0, "max_frame_s": 0.1, "acceleration_quantiles": [0.5]},
+            "episodes": 1, "monitored": [True, True]}
+    if version == 1:
+        data["mean"], data["spread"] = [0.0, 0.5], [1.0, 0.25]
+        del data["acceleration_edges"], data["settings"]["acceleration_quantiles"]
+    return WearReference.from_json(data)
+
+
+def test_each_frame_is_standardised_by_the_band_of_its_acceleration():
+    reference = _banded_reference()
+    w = np.array([[3.0, 1.0], [3.0, 1.0], [3.0, np.nan]])
+    acceleration = np.array([[0.5, 0.0], [-2.0, 5.0], [1.0, 0.0]])      # |q̈| 0.5: low band; 2 and 1: high band
+    excess = standardised_excess(w, acceleration, reference)
+    # by hand: (3 - 0) / 1 - 0.5 = 2.5; (3 - 1) / 2 - 0.5 = 0.5; motor 1 always (1 - 0.5) / 0.25 - 0.5 = 1.5
+    np.testing.assert_allclose(excess, [[2.5, 1.5], [0.5, 1.5], [0.5, np.nan]])
+
+
+def test_a_reference_saved_before_the_bands_reads_as_one_band(tmp_path):
+    old = _banded_reference(version=1)
+    assert old.mean.shape == (2, 1) and old.acceleration_edges.shape == (2, 0)
+    assert old.settings.acceleration_quantiles == ()
+    excess = standardised_excess(np.array([[3.0, 1.0]]), np.array([[7.0, 7.0]]), old)
+    np.testing.assert_allclose(excess, [[2.5, 1.5]])
+    old.save(tmp_path / "again.json")
+    again = WearReference.load(tmp_path / "again.json")
+    np.testing.assert_allclose(standardised_excess(np.array([[3.0, 1.0]]), np.array([[7.0, 7.0]]), again),
+                               [[2.5, 1.5]])
+
+
+def test_the_fitted_reference_has_a_band_per_quantile_and_bad_bands_are_refused(fitted):
+    _, reference = fitted
+    quantiles = reference.settings.acceleration_quantiles
+    assert reference.mean.shape == reference.spread.shape == (4, len(quantiles) + 1)
+    assert reference.acceleration_edges.shape == (4, len(quantiles))
+    assert np.all(np.diff(reference.acceleration_edges, axis=1) > 0)
+    assert np.all(reference.spread > 0)
+    with pytest.raises(ValueError, match="acceleration_quantiles"):
+        WearSettings(acceleration_quantiles=(0.8, 0.5))
+    with pytest.raises(ValueError, match="acceleration_quantiles"):
+        WearSettings(acceleration_quantiles=(0.5, 1.0))
