@@ -85,11 +85,18 @@ def continuous_wear(wear: WearEvidence, sequences: list[RecordedExcess], nominal
             times.append(recorded.time_s - recorded.time_s[0] + elapsed)
             excess.append(recorded.excess)
             elapsed = float(times[-1][-1]) + wear.reference.settings.max_frame_s
-    state, decided = np.zeros((0, 0), dtype=int), np.full(len(wear.reference.joint_names), np.nan)
+    reference = wear.reference
+    n = len(reference.joint_names)
+    evidence, state, decided = np.zeros((0, n)), np.zeros((0, 0), dtype=int), np.full(n, np.nan)
     if times:
-        _, state, decided = run_evidence(wear.monitor(), np.concatenate(times), np.concatenate(excess))
+        evidence, state, decided = run_evidence(wear.monitor(), np.concatenate(times), np.concatenate(excess))
+    peak = evidence.max(axis=0) if len(evidence) else np.zeros(n)
     result = {"operation_s": elapsed, "nominal_only": nominal_only,
-              **wear_decisions(wear.reference, state, decided), "decided_in": None}
+              **wear_decisions(reference, state, decided), "decided_in": None,
+              # how close a motor came: its largest evidence as a share of its degraded threshold
+              "largest_evidence_of_threshold": {joint: float(peak[k] / reference.degraded[k])
+                                                for k, joint in enumerate(reference.joint_names)
+                                                if reference.monitored[k]}}
     if result["degraded_at_s"] is not None:
         start, recorded = [item for item in starts if item[0] <= result["degraded_at_s"]][-1]
         result["decided_in"] = {"episode": recorded.name, "task": recorded.task, "nominal": recorded.nominal,
@@ -216,7 +223,11 @@ def continuous_line(c: dict, which: str) -> str:
     """One sentence on a whole-recording run: when it decided, and in which episode."""
     line = f"One monitor over {which}, never reset ({c['operation_s'] / 60:.1f} min): "
     if c["degraded_at_s"] is None:
-        return line + "never degraded."
+        shares = c.get("largest_evidence_of_threshold") or {}
+        if not shares:
+            return line + "never degraded."
+        closest = max(shares, key=shares.get)
+        return line + f"never degraded (largest evidence {shares[closest]:.2f} of its threshold, on {closest})."
     where = c["decided_in"]
     label = "nominal" if where["nominal"] else "restricted"
     return line + (f"degraded after {c['degraded_at_s']:.1f} s of operation on {', '.join(c['degraded_motors'])}, "

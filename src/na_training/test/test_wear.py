@@ -169,6 +169,20 @@ def test_a_decision_in_a_restricted_episode_is_named_and_left_out_of_the_nominal
     nominal = continuous_wear(wear, sequences, nominal_only=True)
     assert nominal["degraded_at_s"] is None and nominal["decided_in"] is None
     assert nominal["operation_s"] == pytest.approx(healthy_s, abs=0.5)
+    # how close the healthy arm came: below its thresholds on every motor; a degraded motor reached its own
+    healthy_shares = nominal["largest_evidence_of_threshold"]
+    assert set(healthy_shares) == set(load_spec().arm_joint_names)
+    assert all(0.0 <= share < 1.0 for share in healthy_shares.values())
+    assert all(every["largest_evidence_of_threshold"][joint] >= 1.0 for joint in every["degraded_motors"])
+
+
+def test_the_never_degraded_line_names_the_motor_that_came_closest():
+    from na_training.monitor_cli import continuous_line
+
+    run = {"operation_s": 600.0, "degraded_at_s": None, "decided_in": None,
+           "largest_evidence_of_threshold": {"joint1": 0.2, "joint2": 0.71, "joint3": 0.05}}
+    line = continuous_line(run, "the episodes labelled nominal only")
+    assert line.endswith("never degraded (largest evidence 0.71 of its threshold, on joint2).")
 
 
 def _banded_reference(version: int = 2) -> WearReference:
