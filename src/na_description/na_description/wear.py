@@ -138,7 +138,12 @@ class WearReference:
             raise ValueError(f"{path} is not a readable wear reference ({err})") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path} is not a wear reference")
-        return cls.from_json(data)
+        try:
+            return cls.from_json(data)
+        except KeyError as err:
+            raise ValueError(f"{path} is not a complete wear reference (no {err})") from None
+        except TypeError as err:
+            raise ValueError(f"{path} is not a valid wear reference ({err})") from None
 
 
 def opposing_residual(tau_ext: np.ndarray, velocity: np.ndarray, contact_prob: np.ndarray,

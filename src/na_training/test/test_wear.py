@@ -4,6 +4,7 @@ healthy arm at other seeds is not, frames in contact carry no evidence, and a sa
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -91,6 +92,16 @@ def test_bad_references_and_settings_are_refused(tmp_path):
         WearReference.load(tmp_path / "broken.json")
     with pytest.raises(ValueError, match="margin"):
         WearSettings(margin=0.5)
+    incomplete = _banded_reference().to_json()
+    del incomplete["acceleration_edges"]
+    (tmp_path / "incomplete.json").write_text(json.dumps(incomplete))
+    with pytest.raises(ValueError, match=r"not a complete wear reference.*acceleration_edges"):
+        WearReference.load(tmp_path / "incomplete.json")
+    short = _banded_reference().to_json()
+    short["spread"] = [[1.0], [0.25]]                  # one spread for two bands
+    (tmp_path / "short.json").write_text(json.dumps(short))
+    with pytest.raises(ValueError, match="one mean and spread per acceleration band"):
+        WearReference.load(tmp_path / "short.json")
     with pytest.raises(ValueError, match="no nominal episodes"):
         WearEvidence(load_spec()).fit([])
 
