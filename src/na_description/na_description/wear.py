@@ -156,14 +156,19 @@ def opposing_residual(tau_ext: np.ndarray, velocity: np.ndarray, contact_prob: n
     return np.where(counted, w, np.nan)
 
 
+def acceleration_band(edges: np.ndarray, acceleration: np.ndarray) -> np.ndarray:
+    """Each frame's |q̈| band per motor [T, n]: how many of the motor's band edges ``edges`` [n, b − 1] its
+    ``|acceleration|`` [T, n] reaches (an unknown acceleration counts as zero)."""
+    magnitude = np.nan_to_num(np.abs(np.atleast_2d(np.asarray(acceleration, dtype=float))))
+    return np.count_nonzero(magnitude[:, :, None] >= edges[None], axis=2)
+
+
 def standardised_excess(w: np.ndarray, acceleration: np.ndarray, reference: WearReference) -> np.ndarray:
     """The CUSUM input ``(w − mean) / spread − drift`` [T, n], each frame by the mean and spread of its joint's
     ``|q̈|`` band; NaN where w is and on motors not monitored."""
     w = np.atleast_2d(np.asarray(w, dtype=float))
-    magnitude = np.nan_to_num(np.abs(np.atleast_2d(np.asarray(acceleration, dtype=float))))
     motors = np.arange(w.shape[1])
-    band = np.stack([np.searchsorted(reference.acceleration_edges[k], magnitude[:, k], side="right")
-                     for k in motors], axis=1)
+    band = acceleration_band(reference.acceleration_edges, acceleration)
     z = (w - reference.mean[motors, band]) / reference.spread[motors, band] - reference.settings.drift
     return np.where(reference.monitored, z, np.nan)
 

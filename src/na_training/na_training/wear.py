@@ -19,7 +19,7 @@ from na_common.condition_monitor import EvidenceMonitor, run_evidence
 from na_description.rigid_body import RigidBodyModel
 from na_description.servo_tables import datasheet_torque_per_effort
 from na_description.spec import RobotSpec
-from na_description.wear import WearFrames, WearReference, WearSettings, standardised_excess
+from na_description.wear import WearFrames, WearReference, WearSettings, acceleration_band, standardised_excess
 from na_training.baselines.dynamics import InverseDynamicsCache
 from na_training.baselines.id_friction import IDFriction
 from na_training.baselines.id_linear import MIN_SLOPE_FRACTION
@@ -112,7 +112,7 @@ def _acceleration_bands(w: np.ndarray, magnitude: np.ndarray, monitored: np.ndar
     for k in np.flatnonzero(monitored):
         counted = np.isfinite(w[:, k])
         edges[k] = np.quantile(magnitude[counted, k], quantiles) if bands > 1 else []
-        band = np.searchsorted(edges[k], magnitude[counted, k], side="right")
+        band = acceleration_band(edges[k:k + 1], magnitude[counted, k:k + 1])[:, 0]
         values = w[counted, k]
         for b in range(bands):
             # a band the quantiles left empty (ties in |q̈|) takes the motor's statistics over every frame
