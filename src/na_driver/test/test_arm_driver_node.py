@@ -134,7 +134,8 @@ TRACKING_TOLERANCE_RAD = 0.02     # after settling, gravity-loaded, P gain 800 (
 @pytest.mark.node
 def test_follower_tracks_commands_on_the_simulated_rig(ros_context, wait_for) -> None:
     from na_sim.dxl_emulator import DxlBusEmulator
-    from na_sim.rig import RealtimeRunner, Rig
+    from na_sim.realtime_runner import RealtimeRunner
+    from na_sim.rig import Rig
 
     rig = Rig(seed=0)
     for regs in rig.follower_registers:

@@ -119,7 +119,8 @@ def test_servos_stop_on_their_own_when_the_follower_driver_is_killed(wait_for) -
     The rig's physics runs; joint 1 is driving toward a goal 1.2 rad away at a slow profile speed
     (set in its registers, as a command would) when the driver dies."""
     from na_sim.dxl_emulator import DxlBusEmulator
-    from na_sim.rig import RealtimeRunner, Rig
+    from na_sim.realtime_runner import RealtimeRunner
+    from na_sim.rig import Rig
 
     rig = Rig(seed=0)
     servos = rig.follower_registers

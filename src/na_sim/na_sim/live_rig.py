@@ -34,6 +34,7 @@ from na_sim.faults import DxlFaults, FtFaults
 from na_sim.ft_process import FtSetup, start_ft
 from na_sim.press_task import PRESS_TASK
 from na_sim.rig_record import TruthLink
+from na_sim.rt_budget import describe_cpu_share, read_rt_budget
 from na_sim.shared_tables import PhysicsSide
 from na_sim.steal_time import StealHistory, describe_steal
 from na_sim.truth_publisher import TruthSetup, start_truth_publisher
@@ -304,7 +305,8 @@ def run_live_rig(args: argparse.Namespace) -> int:
     if problem:
         print(f"na-sim rig: {problem}", file=sys.stderr)
         return 2
-    from na_sim.rig import RealtimeRunner, Rig
+    from na_sim.realtime_runner import RealtimeRunner
+    from na_sim.rig import Rig
     from na_sim.rig_config import RigConfig, RigConfigError, rig_config_for, robot_name
     from na_sim.tasks import TaskError, check_task_name
 
@@ -500,6 +502,8 @@ def _supervise(args: argparse.Namespace, stop: threading.Event, silence: threadi
     reported = 0
     steal = StealHistory()
     steal.sample()
+    rt_budget = read_rt_budget()
+    status_from = runner.times         # the physics thread's times at the last status line
     while not stop.is_set():
         wait = SUPERVISE_PERIOD_S if deadline is None else max(0.0, min(SUPERVISE_PERIOD_S,
                                                                          deadline - time.monotonic()))
@@ -518,19 +522,25 @@ def _supervise(args: argparse.Namespace, stop: threading.Event, silence: threadi
             children.buses["follower"][1].request(("silence", DRILL_SILENCE_S))
             print(f"na-sim rig: fault drill: the follower's bus is silent for {DRILL_SILENCE_S:.0f} s", flush=True)
         ended = len(runner.stalls) - (1 if runner.lag > runner.stall_margin else 0)
-        for stall_began, worst, split in runner.stalls[reported:ended]:
-            print(f"na-sim rig: physics fell behind wall time by {worst * 1e3:.0f} ms at "
-                  f"t={stall_began - began:.2f} s (margin {runner.stall_margin * 1e3:.0f} ms; "
-                  f"{runner.skipped} steps skipped so far; {split.describe('the physics thread')}; "
-                  f"{describe_steal(steal.worst_cpu_steal(stall_began, stall_began + worst))})",
+        for stall in runner.stalls[reported:ended]:
+            print(f"na-sim rig: physics fell behind wall time by {stall.worst * 1e3:.0f} ms at "
+                  f"t={stall.began - began:.2f} s (margin {runner.stall_margin * 1e3:.0f} ms; "
+                  f"{runner.skipped} steps skipped so far; {stall.split.describe('the physics thread')}; "
+                  f"{describe_cpu_share(stall.cpu_share, stall.share_span, rt_budget)}; "
+                  f"{describe_steal(steal.worst_cpu_steal(stall.began, stall.began + stall.worst))})",
                   file=sys.stderr, flush=True)
         reported = max(reported, ended)
         if args.status_every > 0 and not stop.is_set() and time.monotonic() >= next_status:
             next_status += args.status_every
             packets = "/".join(str(link.counters["packets"]) for link, _ in children.buses.values())
             records = children.ft.request("counters")["records"]
+            times, busy = runner.times, ""
+            if times is not None and status_from is not None and times.wall > status_from.wall:
+                share = (times.cpu - status_from.cpu) / (times.wall - status_from.wall)
+                busy = f", physics thread on a CPU {share * 100:.0f} % of the time"
+            status_from = times
             print(f"  t={rig.truth.time:8.2f} s  steps {runner.steps} (skipped {runner.skipped}, worst lag "
-                  f"{runner.worst_lag * 1e3:.1f} ms)  bus packets leader/follower {packets}  "
+                  f"{runner.worst_lag * 1e3:.1f} ms{busy})  bus packets leader/follower {packets}  "
                   f"Net F/T records {records}", flush=True)
         if deadline is not None and time.monotonic() >= deadline:
             break

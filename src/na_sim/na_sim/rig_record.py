@@ -65,8 +65,9 @@ class TruthLink:
             record["lag"], record["worst_lag"], record["skipped"] = runner.lag, runner.worst_lag, runner.skipped
             record["stalls"] = len(runner.stalls)
             if runner.stalls:
-                _, record["last_stall_lag"], split = runner.stalls[-1]
-                record["last_stall_span"], record["last_stall_ran"], record["last_stall_waited"] = split
+                stall = runner.stalls[-1]
+                record["last_stall_lag"] = stall.worst
+                record["last_stall_span"], record["last_stall_ran"], record["last_stall_waited"] = stall.split
         self.channel.publish(record.tobytes())
 
     def stop(self) -> None:

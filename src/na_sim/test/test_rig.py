@@ -12,7 +12,8 @@ import pytest
 from na_common.fixture import FixturePose
 from na_description import xm430
 from na_description.model import Kinematics
-from na_sim.rig import CONDITION_NOMINAL, GRAVITY, RealtimeRunner, Rig
+from na_sim.realtime_runner import RealtimeRunner
+from na_sim.rig import CONDITION_NOMINAL, GRAVITY, Rig
 from na_sim.rig_config import RigConfig, RigConfigError
 
 FRAME = 0.017     # s, one data frame (spec frame period)

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from na_sim.rig import RealtimeRunner, Rig
+from na_sim.realtime_runner import RealtimeRunner
+from na_sim.rig import Rig
 from na_sim.rig_record import PaceStatus, RigRecordReader, TruthLink
 from na_sim.thread_clock import ThreadClock
 
@@ -82,15 +83,21 @@ def test_a_stall_records_where_the_physics_threads_time_went(rig, how) -> None:
         truth.stop()
     assert runner.error is None
     assert len(runner.stalls) == 1, runner.stalls
-    _, worst, split = runner.stalls[0]
-    assert worst >= HOLD_S - 0.02
+    stall = runner.stalls[0]
+    split = stall.split
+    assert stall.worst >= HOLD_S - 0.02
     assert split.wall >= HOLD_S
+    # The thread's share of a CPU in the (at most one) second up to the worst point: it spun HOLD_S of it, or
+    # slept HOLD_S of it.
+    assert 0.0 < stall.share_span <= 1.0 + 0.05
     if how == "spin":
         assert split.ran >= HOLD_S - 0.01
         assert split.blocked < split.ran
+        assert stall.cpu_share >= HOLD_S / stall.share_span - 0.02
     else:
         assert split.blocked >= HOLD_S - 0.01
         assert split.ran < 0.05
+        assert stall.cpu_share <= 1.0 - HOLD_S / stall.share_span + 0.02
     # The rig's /diagnostics status says so too.
     assert status["level"] == 2
     assert f"ran {split.ran * 1e3:.0f} ms" in status["message"]
