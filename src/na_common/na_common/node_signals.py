@@ -77,7 +77,15 @@ def run(module: str, argv: list[str] | None = None) -> int:
     ``main`` returned (the node is closed, the process only exits), ends with 0."""
     STOP.install()
     try:
-        main = importlib.import_module(module).main
+        try:
+            main = importlib.import_module(module).main
+        except Exception:
+            # The KeyboardInterrupt raised inside an import can come out as another error: CPython turns one that
+            # lands while it builds an ImportError (a module probing for an optional part) into "TypeError:
+            # expected a message argument". With a signal noted, the import broke because of it.
+            if STOP.stop_requested:
+                return 0
+            raise
         return 0 if STOP.stop_requested else int(main(argv) or 0)
     except KeyboardInterrupt:
         return 0
