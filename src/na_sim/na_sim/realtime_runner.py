@@ -26,7 +26,7 @@ class Stall(NamedTuple):
     worst: float                # s, the largest lag in it
     split: TimeSplit            # the thread's time from its last step begun on time to the worst point
     cpu_share: float            # share of one CPU the thread had over ``share_span`` s up to the worst point
-    share_span: float
+    share_span: float           # s, at most CPU_SHARE_WINDOW_S (less early in a run)
 
 
 class RealtimeRunner:
@@ -65,7 +65,7 @@ class RealtimeRunner:
         self.stalls: list[Stall] = []
         self.times: ThreadTimes | None = None
         self._on_time: ThreadTimes | None = None     # the thread's times at its last step begun on time
-        self._share = CpuShare(CPU_SHARE_WINDOW_S, max_readings=2 * CPU_SHARE_WINDOW_S / self.period + 8)
+        self._share = CpuShare(CPU_SHARE_WINDOW_S, max_readings=int(2 * CPU_SHARE_WINDOW_S / self.period) + 8)
         self._stalling = False
         self.error: BaseException | None = None
         self._stop = threading.Event()
