@@ -37,6 +37,7 @@ from na_sim.rig_record import TruthLink
 from na_sim.rt_budget import describe_cpu_share, read_rt_budget
 from na_sim.shared_tables import PhysicsSide
 from na_sim.steal_time import StealHistory, describe_steal
+from na_sim.thread_clock import ThreadClock
 from na_sim.truth_publisher import TruthSetup, start_truth_publisher
 
 OPERATOR_RATE_HZ = 100.0          # how often the scripted operator moves the leader
@@ -536,8 +537,8 @@ def _supervise(args: argparse.Namespace, stop: threading.Event, silence: threadi
             records = children.ft.request("counters")["records"]
             times, busy = runner.times, ""
             if times is not None and status_from is not None and times.wall > status_from.wall:
-                share = (times.cpu - status_from.cpu) / (times.wall - status_from.wall)
-                busy = f", physics thread on a CPU {share * 100:.0f} % of the time"
+                since = ThreadClock.split(status_from, times)
+                busy = f", physics thread on a CPU {since.ran / since.wall * 100:.0f} % of the time"
             status_from = times
             print(f"  t={rig.truth.time:8.2f} s  steps {runner.steps} (skipped {runner.skipped}, worst lag "
                   f"{runner.worst_lag * 1e3:.1f} ms{busy})  bus packets leader/follower {packets}  "

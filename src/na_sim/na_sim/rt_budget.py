@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from na_sim.thread_clock import ThreadTimes
+from na_sim.thread_clock import ThreadClock, ThreadTimes
 
 RT_RUNTIME = Path("/proc/sys/kernel/sched_rt_runtime_us")
 RT_PERIOD = Path("/proc/sys/kernel/sched_rt_period_us")
@@ -73,5 +73,5 @@ class CpuShare:
             if latest.wall - times.wall < self.window_s:
                 break
             start = times
-        wall = latest.wall - start.wall
-        return ((latest.cpu - start.cpu) / wall if wall > 0 else float("nan")), wall
+        span = ThreadClock.split(start, latest)
+        return (span.ran / span.wall if span.wall > 0 else float("nan")), span.wall

@@ -223,8 +223,8 @@ def continuous_line(c: dict, which: str) -> str:
     """One sentence on a whole-recording run: when it decided, and in which episode."""
     line = f"One monitor over {which}, never reset ({c['operation_s'] / 60:.1f} min): "
     if c["degraded_at_s"] is None:
-        shares = c.get("largest_evidence_of_threshold") or {}
-        if not shares:
+        shares = c["largest_evidence_of_threshold"]
+        if not shares:                          # no motor monitored
             return line + "never degraded."
         closest = max(shares, key=shares.get)
         return line + f"never degraded (largest evidence {shares[closest]:.2f} of its threshold, on {closest})."
