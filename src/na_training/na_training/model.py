@@ -175,10 +175,15 @@ def parameter_count(model: nnx.Module) -> int:
 
 
 def jit_forward(model: NeuralActuator):
-    """A jitted ``features -> outputs`` function of the model's current weights (eager NNX is slow)."""
+    """A jitted ``features -> outputs`` function of the model's current weights (eager NNX is slow).
+
+    The weights go in as a flat list of arrays, which jit flattens in C++: an ``nnx.State`` argument is flattened
+    in Python on every call, which made a paper-sized batch-1 call about 1.2x slower
+    (benchmarks/bench_jax_call.py)."""
     graphdef, state = nnx.split(model)
-    forward = jax.jit(lambda weights, features: nnx.merge(graphdef, weights)(features))
-    return lambda features: forward(state, jnp.asarray(features))
+    leaves, treedef = jax.tree.flatten(state)
+    forward = jax.jit(lambda weights, features: nnx.merge(graphdef, jax.tree.unflatten(treedef, weights))(features))
+    return lambda features: forward(leaves, jnp.asarray(features))
 
 
 def build_model(config: ModelConfig, seed: int = 0) -> NeuralActuator:
