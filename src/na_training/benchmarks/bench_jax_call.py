@@ -16,40 +16,35 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
+from bench_model_latency import SINGLE_THREAD_XLA_FLAGS, paper_network  # this folder's model benchmark
+from timing import median_time  # this folder's shared timing helper
 
 from na_common.machine import machine_line
 
-# One XLA CPU thread, like ONNX Runtime's intra-op 1 in bench_model_latency.py (set before jax starts).
-SINGLE_THREAD_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 REFERENCE = "flat weight list per call (jit_forward)"
 
 
 def call_forms(seed: int) -> dict:
-    """name -> zero-argument callable that runs one batch-1 window through the network and waits for it."""
+    """name -> zero-argument callable that runs one batch-1 window through the network (not waited for)."""
     import jax
     import jax.numpy as jnp
     from flax import nnx
 
-    from na_description.features import NUM_FEATURES, std_floors
-    from na_training.config import load_config
-    from na_training.model import build_model, jit_forward
+    from na_training.model import jit_forward
 
-    config = load_config("paper")
-    model = build_model(config.model, seed=seed)
-    model.set_feature_stats(np.zeros(NUM_FEATURES), std_floors())
-    window = np.random.default_rng(seed).normal(size=(1, config.model.history_length, NUM_FEATURES))
-    window = jnp.asarray(window.astype(np.float32))
+    model, _ = paper_network(seed=seed)
+    shape = (1, model.config.history_length, model.config.num_features)
+    window = jnp.asarray(np.random.default_rng(seed).normal(size=shape).astype(np.float32))
     graphdef, state = nnx.split(model)
     state_per_call = jax.jit(lambda weights, features: nnx.merge(graphdef, weights)(features))
     flat_per_call = jit_forward(model)
     closed_over = jax.jit(lambda features: nnx.merge(graphdef, state)(features))
     return {
-        "nnx.State per call (before)": lambda: jax.block_until_ready(state_per_call(state, window)),
-        REFERENCE: lambda: jax.block_until_ready(flat_per_call(window)),
-        "weights closed over": lambda: jax.block_until_ready(closed_over(window)),
+        "nnx.State per call (before)": lambda: state_per_call(state, window),
+        REFERENCE: lambda: flat_per_call(window),
+        "weights closed over": lambda: closed_over(window),
     }
 
 
@@ -65,17 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("XLA_FLAGS", SINGLE_THREAD_XLA_FLAGS)
     forms = call_forms(args.seed)
     for call in forms.values():
-        for _ in range(50):                              # compile and warm up
-            call()
+        median_time(call, 50)                            # compile and warm up
     medians: dict[str, list[float]] = {name: [] for name in forms}
     for r in range(args.rounds):
         for name, call in forms.items():
-            times = np.empty(args.calls)
-            for k in range(args.calls):
-                began = time.perf_counter()
-                call()
-                times[k] = time.perf_counter() - began
-            medians[name].append(float(np.median(times)) * 1e3)
+            medians[name].append(median_time(call, args.calls) * 1e3)
         if sys.stderr.isatty():
             print(f"\rround {r + 1}/{args.rounds}", end="", file=sys.stderr, flush=True)
     if sys.stderr.isatty():

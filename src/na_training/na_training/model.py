@@ -178,7 +178,7 @@ def jit_forward(model: NeuralActuator):
     """A jitted ``features -> outputs`` function of the model's current weights (eager NNX is slow).
 
     The weights go in as a flat list of arrays, which jit flattens in C++: an ``nnx.State`` argument is flattened
-    in Python on every call, which made a paper-sized batch-1 call about 1.2x slower
+    in Python on every call, which made a paper-sized batch-1 call 1.16-1.20x slower
     (benchmarks/bench_jax_call.py)."""
     graphdef, state = nnx.split(model)
     leaves, treedef = jax.tree.flatten(state)
