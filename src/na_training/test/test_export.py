@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from onnx import numpy_helper
 
 from na_description import load_spec
 from na_description.features import FEATURE_NAMES, SCHEMA_VERSION, FeatureStats, history_windows
@@ -147,6 +148,21 @@ def test_each_int8_variant_holds_as_many_int8_products_as_its_check_says(exporte
     claimed = re.search(r"(\d+) of \d+ weight MatMuls", checks["int8-mixed"].note)
     mixed_ops = [n.op_type for n in onnx.load(str(report.kept["int8-mixed"])).graph.node]
     assert claimed and int(claimed.group(1)) == mixed_ops.count("MatMulInteger") > 0, checks["int8-mixed"].note
+
+
+def test_int8_weights_use_seven_bits_so_the_check_holds_on_cpus_without_vnni(exported):
+    """Without VNNI, x86 ONNX Runtime multiplies uint8 activations by int8 weights with 16-bit pair sums that
+    saturate: 2 * 255 * 127 overflows int16, 2 * 255 * 64 does not. The exporter's check is only valid on the
+    robot's CPU if every int8 weight stays within 7 bits."""
+    _, _, report, _ = exported
+    for name, path in report.kept.items():
+        if name == "fp32":
+            continue
+        weights = [numpy_helper.to_array(t).astype(np.int32) for t in onnx.load(str(path)).graph.initializer
+                   if t.data_type == onnx.TensorProto.INT8 and int(np.prod(t.dims)) > 1]
+        assert weights, name
+        largest = max(int(np.max(np.abs(w))) for w in weights)
+        assert 2 * 255 * largest <= 32767, (name, largest)
 
 
 def test_each_variant_is_checked_one_window_at_a_time_as_the_estimator_runs_it(exported):
