@@ -17,6 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 VARIANT_FILES_KEY = "variant_files"
+VARIANT_CHECKS_KEY = "variant_checks"
+# In each int8 variant's record of ``variant_checks``: the bits of its int8 weights. Exports before 7-bit weights
+# did not record it; theirs are 8.
+INT8_WEIGHT_BITS_KEY = "int8_weight_bits"
+LEGACY_INT8_WEIGHT_BITS = 8
 DEFAULT_VARIANT = "fp32"        # a file without ``inference_variant`` (exported before variants existed)
 
 
@@ -78,3 +83,16 @@ def read_package(main: str | Path, metadata: Mapping[str, str]) -> ModelPackage:
     default = metadata.get("inference_variant", DEFAULT_VARIANT)
     listed.pop(default, None)
     return ModelPackage(Path(main), default, listed)
+
+
+def int8_weight_bits(metadata: Mapping[str, str]) -> dict[str, int]:
+    """The bits of the int8 weights of each int8 variant that the main file's ``variant_checks`` records
+    (:data:`LEGACY_INT8_WEIGHT_BITS` where the exporter did not write them); empty without a readable record."""
+    try:
+        records = json.loads(metadata.get(VARIANT_CHECKS_KEY) or "[]")
+    except json.JSONDecodeError:
+        return {}
+    if not isinstance(records, list):
+        return {}
+    return {str(r["name"]): int(r.get(INT8_WEIGHT_BITS_KEY, LEGACY_INT8_WEIGHT_BITS)) for r in records
+            if isinstance(r, dict) and str(r.get("name", "")).startswith("int8")}

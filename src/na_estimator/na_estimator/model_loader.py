@@ -2,13 +2,15 @@
 
 The main file is loaded first (its contract is checked there); with ``auto`` and more than one variant on
 disk, the others are loaded too and timed against it on the estimator's own path (``OnnxActuatorModel.infer``)
-unless this CPU's choice is cached (na_estimator.variant_cache). Only the chosen model is kept.
+unless this CPU's choice is cached (na_estimator.variant_cache). Only the chosen model is kept. An int8 variant
+whose weights saturate on this CPU is not a candidate (na_estimator.int8_saturation).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ import numpy as np
 from na_common.machine import cpu_info
 from na_description import RobotSpec
 from na_description.model_package import PackageError, file_sha256, read_package
+from na_estimator.int8_saturation import saturating_variants
 from na_estimator.onnx_model import DEFAULT_PROVIDERS, ModelLoadError, OnnxActuatorModel
 from na_estimator.variant_cache import CacheKey, VariantCache
 from na_estimator.variant_choice import AUTO, VariantChoice, VariantChoiceError, choose_variant, time_calls
@@ -67,6 +70,15 @@ def load_model(path: str | Path, spec: RobotSpec | None = None, *, variant: str 
             if variant == AUTO:
                 warn(f"{exc}; choosing among the others")
 
+    left_out = []
+    for name, reason in saturating_variants(main.metadata, cpu_info()).items():
+        if variant == name:
+            warn(f"{reason}; running it because inference_variant forces it")
+        elif variant == AUTO and name in files and len(files) > 1:
+            del files[name]
+            left_out.append(name)
+            warn(f"{reason}; choosing among the others")
+
     def measure(names: Sequence[str]) -> dict[str, float]:
         for name in names:
             if name not in loaded:
@@ -79,6 +91,9 @@ def load_model(path: str | Path, spec: RobotSpec | None = None, *, variant: str 
         choice = choose_variant(variant, list(files), measure, cache or VariantCache(), key)
     except VariantChoiceError as exc:
         raise ModelLoadError(f"{main.path.name}: {exc}") from None
+    if left_out:
+        why = f"left out: {', '.join(left_out)} (8-bit int8 weights saturate on this CPU without VNNI)"
+        choice = replace(choice, note=f"{choice.note}; {why}" if choice.note else why)
     return _checked(loaded.get(choice.variant) or load(files[choice.variant]), choice), choice
 
 

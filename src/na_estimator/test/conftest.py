@@ -88,9 +88,11 @@ def model_builder(tmp_path: Path):
     return lambda name, **kwargs: build_contract_model(tmp_path / name, **kwargs)
 
 
-def build_package(directory: Path, variants: tuple[str, ...] = ("fp32", "int8-dynamic", "int8-static")) -> Path:
+def build_package(directory: Path, variants: tuple[str, ...] = ("fp32", "int8-dynamic", "int8-static"),
+                  checks: list[dict] | None = None) -> Path:
     """A model package as ``na-train export`` writes it: ``model.onnx`` is ``variants[0]``, the others sit beside
-    it and are named with their sha256 in its ``variant_files`` (here all are fp32 graphs with other seeds)."""
+    it and are named with their sha256 in its ``variant_files`` (here all are fp32 graphs with other seeds).
+    ``checks``: the main file's ``variant_checks`` records (none by default)."""
     from na_description.model_package import file_sha256, sibling_name
 
     main = directory / "model.onnx"
@@ -99,8 +101,10 @@ def build_package(directory: Path, variants: tuple[str, ...] = ("fp32", "int8-dy
         path = build_contract_model(directory / sibling_name(main, name), seed=seed,
                                     metadata_overrides={"inference_variant": name, "variant_files": "{}"})
         listed[name] = {"file": path.name, "sha256": file_sha256(path)}
-    return build_contract_model(main, metadata_overrides={"inference_variant": variants[0],
-                                                          "variant_files": json.dumps(listed)})
+    overrides = {"inference_variant": variants[0], "variant_files": json.dumps(listed)}
+    if checks is not None:
+        overrides["variant_checks"] = json.dumps(checks)
+    return build_contract_model(main, metadata_overrides=overrides)
 
 
 @pytest.fixture
@@ -108,3 +112,11 @@ def model_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A three-variant package; the user cache directory of the variant choice is private to the test."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     return build_package(tmp_path)
+
+
+@pytest.fixture
+def package_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``package_builder(variants=..., checks=...)``: a package as ``build_package`` makes it, in this test's
+    directory; the user cache directory of the variant choice is private to the test."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return lambda **kwargs: build_package(tmp_path, **kwargs)

@@ -41,7 +41,13 @@ import onnx
 from na_common.machine import cpu_info
 from na_description.features import SCHEMA_VERSION, feature_units, history_windows
 from na_description.model_contract import INPUT_NAME, METADATA_KEYS, OUTPUT_NAMES, VARIANT_KEYS
-from na_description.model_package import VARIANT_FILES_KEY, file_sha256, sibling_name
+from na_description.model_package import (
+    INT8_WEIGHT_BITS_KEY,
+    VARIANT_CHECKS_KEY,
+    VARIANT_FILES_KEY,
+    file_sha256,
+    sibling_name,
+)
 from na_description.spec import SpecError, load_spec
 from na_training.export_graph import (
     FP32_BASE_PASSES,
@@ -321,9 +327,12 @@ class VariantCheck:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "p50_ms": round(self.p50_ms, 4), "passed": self.passed,
-                "force_max_abs_diff_n": self.force_max_abs_diff_n, "contact_max_abs_diff": self.contact_max_abs_diff,
-                "note": self.note}
+        record = {"name": self.name, "p50_ms": round(self.p50_ms, 4), "passed": self.passed,
+                  "force_max_abs_diff_n": self.force_max_abs_diff_n, "contact_max_abs_diff": self.contact_max_abs_diff,
+                  "note": self.note}
+        if self.name != "fp32":
+            record[INT8_WEIGHT_BITS_KEY] = 7 if INT8_REDUCE_RANGE else 8
+        return record
 
     def line(self) -> str:
         verdict = "passed" if self.passed else "failed"
@@ -461,7 +470,7 @@ def export_model(model: NeuralActuator, description: Mapping[str, Any], out: str
             checks[0].note = (checks[0].note + "; " if checks[0].note else "") + \
                 "int8-mixed: no layer stays within the budget in int8"
         chosen = min((c for c in checks if c.passed), key=lambda c: c.p50_ms)
-        record = {"variant_checks": json.dumps([c.to_dict() for c in checks]), "graph_passes": passes.describe()}
+        record = {VARIANT_CHECKS_KEY: json.dumps([c.to_dict() for c in checks]), "graph_passes": passes.describe()}
         kept = write_package(out, chosen.name, {c.name: paths[c.name] for c in checks if c.passed}, record,
                              {c.name: paths[c.name] for c in checks if not c.passed} if keep_variants else {})
     elapsed = time.perf_counter() - start

@@ -163,6 +163,9 @@ def test_int8_weights_use_seven_bits_so_the_check_holds_on_cpus_without_vnni(exp
         assert weights, name
         largest = max(int(np.max(np.abs(w))) for w in weights)
         assert 2 * 255 * largest <= 32767, (name, largest)
+    records = json.loads(read_metadata(report.path)["variant_checks"])     # what the estimator reads
+    assert {r["name"]: r.get("int8_weight_bits") for r in records if r["name"] != "fp32"} == \
+        {name: 7 for name in ("int8-dynamic", "int8-static", "int8-mixed")}
 
 
 def test_each_variant_is_checked_one_window_at_a_time_as_the_estimator_runs_it(exported):
