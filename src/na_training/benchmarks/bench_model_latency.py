@@ -89,9 +89,19 @@ class Timing:
     def mean_ms(self) -> float:
         return float(np.mean(self.latencies) * 1e3)
 
+    def round_p50s_ms(self) -> np.ndarray:
+        """The p50 of each of the :data:`ROUNDS` interleaved rounds, in order."""
+        return np.array([float(np.median(block)) * 1e3 for block in np.array_split(self.latencies, ROUNDS)])
+
     def best_round_ms(self) -> float:
         """The lowest p50 of the :data:`ROUNDS` interleaved rounds: on a busy machine the closest to an idle one."""
-        return min(float(np.median(block)) * 1e3 for block in np.array_split(self.latencies, ROUNDS))
+        return float(np.min(self.round_p50s_ms()))
+
+
+def paired_ratio(numerator: Timing, denominator: Timing) -> float:
+    """The median over rounds of the two back ends' p50 ratio within each round: the machine's drift between
+    rounds cancels, where it does not in the ratio of the pooled p50s."""
+    return float(np.median(numerator.round_p50s_ms() / denominator.round_p50s_ms()))
 
 
 # ---------------------------------------------------------------- building / exporting the network
@@ -265,7 +275,8 @@ def verdicts(chosen: Timing, accepted: list[Timing], jax: Timing | None) -> list
     lines = [f"targets for the estimator's pick ({chosen.label}):",
              f"  within {TARGET_PICK_SLOWDOWN - 1:.0%} of the fastest accepted variant ({fastest.label}, p50 "
              f"{fastest.ms(50):.3f} ms): {slowdown:.3f}x, {mark(slowdown <= TARGET_PICK_SLOWDOWN)} (best rounds "
-             f"{chosen.best_round_ms() / min(t.best_round_ms() for t in accepted):.3f}x)",
+             f"{chosen.best_round_ms() / min(t.best_round_ms() for t in accepted):.3f}x; paired by round "
+             f"{paired_ratio(chosen, fastest):.3f}x)",
              f"  batch-1 p50 {chosen.ms(50):.3f} ms <= {TARGET_P50_MS} ms: {mark(chosen.ms(50) <= TARGET_P50_MS)}; "
              f"p99 {chosen.ms(99):.3f} ms <= {TARGET_P99_MS} ms: {mark(chosen.ms(99) <= TARGET_P99_MS)}",
              f"  batch-32 {chosen.batch_samples_per_s:,.0f} samples/s >= {TARGET_BATCH32:,.0f}: "
@@ -274,7 +285,8 @@ def verdicts(chosen: Timing, accepted: list[Timing], jax: Timing | None) -> list
         ratio, target = jax.ms(50) / chosen.ms(50), jax_ratio_target()
         lines.append(f"  JAX jit p50 / this p50 = {ratio:.2f}x >= {target}x ({cpu_info().isa_text()}): "
                      f"{mark(ratio >= target)}; best rounds {jax.best_round_ms():.3f} / "
-                     f"{chosen.best_round_ms():.3f} ms = {jax.best_round_ms() / chosen.best_round_ms():.2f}x")
+                     f"{chosen.best_round_ms():.3f} ms = {jax.best_round_ms() / chosen.best_round_ms():.2f}x; "
+                     f"paired by round {paired_ratio(jax, chosen):.2f}x")
     if not np.isnan(chosen.force_diff_n):
         lines.append(f"  force within {TARGET_FORCE_N} N of fp32 JAX on every real window: "
                      f"{mark(chosen.force_diff_n <= TARGET_FORCE_N)} (max {chosen.force_diff_n:.2e} N)")
