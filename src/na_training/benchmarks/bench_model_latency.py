@@ -8,7 +8,9 @@ timed here with an empty cache) picks among them. This script then times, in one
 
 * batch 1 on one thread: each variant through ``OnnxActuatorModel.infer`` (the estimator's own path: I/O
   binding into preallocated buffers) and the same weights under ``jax.jit`` (XLA single-threaded, outputs
-  blocked on); variants are timed in interleaved rounds so a busy machine slows all of them alike;
+  blocked on), called two ways: with the weights as arguments (``na_training.model.jit_forward``) and with the
+  weights closed over; the speed-up is read against the faster of the two in each run. Variants are timed in
+  interleaved rounds so a busy machine slows all of them alike;
 * batch 32: samples/s of each variant with ``--batch-threads`` intra-op threads (default 2), and of JAX;
 * accuracy: each variant's max |force - JAX force| and |contact - JAX contact| on the real windows.
 
@@ -60,6 +62,7 @@ TARGET_P50_MS, TARGET_P99_MS, TARGET_BATCH32, TARGET_FORCE_N = 0.25, 0.40, 11000
 # Speed-up over jax.jit at batch 1 (issue 28): 2.6x where the CPU has AVX-512 VNNI, 2.0x without AVX-512.
 TARGET_JAX_RATIO = {"avx512_vnni": 2.6, "": 2.0}
 TARGET_PICK_SLOWDOWN = 1.05   # the estimator's pick at most 5 % slower than the fastest accepted variant
+JAX_CLOSED_OVER = "JAX jit, closed over"   # the weights as compile-time constants
 ROUNDS = 10                   # interleaved rounds of the batch-1 timing
 RANDOM_WEIGHTS_ID = "benchmark-random-weights"   # dataset_id of the random-weight network's packages
 
@@ -241,6 +244,17 @@ def jax_forward(flax_model) -> Callable[[np.ndarray], object]:
     return lambda features: jax.block_until_ready(forward(features))
 
 
+def jax_forward_closed_over(flax_model) -> Callable[[np.ndarray], object]:
+    """The same network jitted with its weights closed over (compile-time constants, no weight arguments): the
+    fastest way we know of calling it, and how a short script calling ``jax.jit`` on a model often does."""
+    import jax
+    from flax import nnx
+
+    graphdef, state = nnx.split(flax_model)
+    forward = jax.jit(lambda features: nnx.merge(graphdef, state)(features))
+    return lambda features: jax.block_until_ready(forward(features))
+
+
 # ---------------------------------------------------------------- report
 def format_table(timings: list[Timing], batch_size: int, batch_threads: int, jax: Timing | None) -> str:
     header = (f"{'back end':<24}{'mean ms':>9}{'p50 ms':>9}{'p99 ms':>9}{'p50 ms':>9}{'Hz (b=1)':>10}"
@@ -283,7 +297,8 @@ def verdicts(chosen: Timing, accepted: list[Timing], jax: Timing | None) -> list
              f"{mark(chosen.batch_samples_per_s >= TARGET_BATCH32)}"]
     if jax is not None:
         ratio, target = jax.ms(50) / chosen.ms(50), jax_ratio_target()
-        lines.append(f"  JAX jit p50 / this p50 = {ratio:.2f}x >= {target}x ({cpu_info().isa_text()}): "
+        lines.append(f"  {jax.label} (the faster JAX call) p50 / this p50 = {ratio:.2f}x >= {target}x "
+                     f"({cpu_info().isa_text()}): "
                      f"{mark(ratio >= target)}; best rounds {jax.best_round_ms():.3f} / "
                      f"{chosen.best_round_ms():.3f} ms = {jax.best_round_ms() / chosen.best_round_ms():.2f}x; "
                      f"paired by round {paired_ratio(jax, chosen):.2f}x")
@@ -428,8 +443,9 @@ def run(args: argparse.Namespace) -> str:
             name: (lambda w, m=model: m.infer(w)) for name, model in models.items()}
         use_jax = flax_model is not None and not args.no_jax
         if use_jax:
-            forward = jax_forward(flax_model)
+            forward, closed_over = jax_forward(flax_model), jax_forward_closed_over(flax_model)
             calls["JAX jit fp32"] = lambda w: forward(w[None])
+            calls[JAX_CLOSED_OVER] = lambda w: closed_over(w[None])
         log(f"timing batch 1 on one thread: {', '.join(calls)} ...")
         latencies = time_interleaved(calls, windows, args.samples, args.warmup)
         timings = {name: Timing(f"ORT {name}" if name in models else name, values)
@@ -464,7 +480,9 @@ def run(args: argparse.Namespace) -> str:
         timings[chosen].chosen = True
         for name in models:
             timings[name].accepted = name in accepted
-        jax = timings.get("JAX jit fp32")
+        # the speed-up is read against the faster of the two JAX calls in this run: the strongest baseline
+        jax_rows = [timings[name] for name in ("JAX jit fp32", JAX_CLOSED_OVER) if name in timings]
+        jax = min(jax_rows, key=lambda t: t.ms(50)) if jax_rows else None
         lines = [
             f"Model latency: batch 1 on one thread ({args.samples:,} timed calls per back end after {args.warmup} "
             f"warm-up, interleaved), throughput over {args.batch_rounds} batches of {args.batch_size} on "
@@ -482,6 +500,10 @@ def run(args: argparse.Namespace) -> str:
             "exporter's check: force within 0.01 N / contact within 0.01 of JAX, not in the package)",
         ]
         lines += ["", *verdicts(timings[chosen], [timings[n] for n in models if n in accepted], jax)]
+        for other in (t for t in jax_rows if t is not jax):
+            lines.append(f"  (the other JAX call, not the bar) {other.label} p50 / this p50 = "
+                         f"{other.ms(50) / timings[chosen].ms(50):.2f}x; paired by round "
+                         f"{paired_ratio(other, timings[chosen]):.2f}x")
         return "\n".join(lines)
 
 
