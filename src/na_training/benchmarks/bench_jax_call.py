@@ -18,7 +18,11 @@ import os
 import sys
 
 import numpy as np
-from bench_model_latency import SINGLE_THREAD_XLA_FLAGS, paper_network  # this folder's model benchmark
+from bench_model_latency import (  # this folder's model benchmark
+    SINGLE_THREAD_XLA_FLAGS,
+    jax_forward_closed_over,
+    paper_network,
+)
 from timing import median_time  # this folder's shared timing helper
 
 from na_common.machine import machine_line
@@ -27,7 +31,7 @@ REFERENCE = "flat weight list per call (jit_forward)"
 
 
 def call_forms(seed: int) -> dict:
-    """name -> zero-argument callable that runs one batch-1 window through the network (not waited for)."""
+    """name -> zero-argument callable that runs one batch-1 window through the network (median_time waits for it)."""
     import jax
     import jax.numpy as jnp
     from flax import nnx
@@ -40,7 +44,7 @@ def call_forms(seed: int) -> dict:
     graphdef, state = nnx.split(model)
     state_per_call = jax.jit(lambda weights, features: nnx.merge(graphdef, weights)(features))
     flat_per_call = jit_forward(model)
-    closed_over = jax.jit(lambda features: nnx.merge(graphdef, state)(features))
+    closed_over = jax_forward_closed_over(model)
     return {
         "nnx.State per call (before)": lambda: state_per_call(state, window),
         REFERENCE: lambda: flat_per_call(window),

@@ -62,6 +62,7 @@ TARGET_P50_MS, TARGET_P99_MS, TARGET_BATCH32, TARGET_FORCE_N = 0.25, 0.40, 11000
 # Speed-up over jax.jit at batch 1 (issue 28): 2.6x where the CPU has AVX-512 VNNI, 2.0x without AVX-512.
 TARGET_JAX_RATIO = {"avx512_vnni": 2.6, "": 2.0}
 TARGET_PICK_SLOWDOWN = 1.05   # the estimator's pick at most 5 % slower than the fastest accepted variant
+JAX_ARGUMENTS = "JAX jit fp32"            # jit_forward: the weights as arguments of each call
 JAX_CLOSED_OVER = "JAX jit, closed over"   # the weights as compile-time constants
 ROUNDS = 10                   # interleaved rounds of the batch-1 timing
 RANDOM_WEIGHTS_ID = "benchmark-random-weights"   # dataset_id of the random-weight network's packages
@@ -444,7 +445,7 @@ def run(args: argparse.Namespace) -> str:
         use_jax = flax_model is not None and not args.no_jax
         if use_jax:
             forward, closed_over = jax_forward(flax_model), jax_forward_closed_over(flax_model)
-            calls["JAX jit fp32"] = lambda w: forward(w[None])
+            calls[JAX_ARGUMENTS] = lambda w: forward(w[None])
             calls[JAX_CLOSED_OVER] = lambda w: closed_over(w[None])
         log(f"timing batch 1 on one thread: {', '.join(calls)} ...")
         latencies = time_interleaved(calls, windows, args.samples, args.warmup)
@@ -459,7 +460,7 @@ def run(args: argparse.Namespace) -> str:
                                                       warmup_runs=0, spin=not args.no_spin).infer_batch
                    for name, path in paths.items() for threads in (1, args.batch_threads)}
         if use_jax:
-            batched["JAX jit fp32", 1] = forward
+            batched[JAX_ARGUMENTS, 1] = forward
         rates = time_batches_interleaved(batched, batches, args.batch_rounds)
         for (name, threads), rate in rates.items():
             if threads == 1:
@@ -481,7 +482,7 @@ def run(args: argparse.Namespace) -> str:
         for name in models:
             timings[name].accepted = name in accepted
         # the speed-up is read against the faster of the two JAX calls in this run: the strongest baseline
-        jax_rows = [timings[name] for name in ("JAX jit fp32", JAX_CLOSED_OVER) if name in timings]
+        jax_rows = [timings[name] for name in (JAX_ARGUMENTS, JAX_CLOSED_OVER) if name in timings]
         jax = min(jax_rows, key=lambda t: t.ms(50)) if jax_rows else None
         lines = [
             f"Model latency: batch 1 on one thread ({args.samples:,} timed calls per back end after {args.warmup} "
