@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from na_sim.packet_stream import PacketStream
+
 HEADER = b"\xff\xff"
 BROADCAST_ID = 0xFE
 MAX_ID = 253                        # servo IDs 0..253
@@ -85,7 +87,7 @@ class Packet:
         return self.servo_id == BROADCAST_ID
 
 
-class PacketParser:
+class PacketParser(PacketStream[Packet]):
     """Incremental parser: feed it bytes as they arrive, get complete packets back.
 
     Garbage before a header is skipped (``garbage_bytes``). A packet with a bad checksum is
@@ -95,33 +97,7 @@ class PacketParser:
     """
 
     def __init__(self, max_length: int = MAX_LENGTH) -> None:
-        self._buffer = bytearray()
-        self._max_length = max_length
-        self.garbage_bytes = 0
-        self.checksum_errors = 0
-        self.packets = 0
-
-    @property
-    def pending(self) -> int:
-        """Bytes held back waiting for the rest of a packet."""
-        return len(self._buffer)
-
-    def reset(self) -> None:
-        self._buffer.clear()
-
-    def resync(self) -> list[Packet]:
-        """Give up on a stalled partial packet (e.g. a corrupted LEN): skip its first byte, re-scan."""
-        if not self._buffer:
-            return []
-        self._drop(1)
-        return self.feed(b"")
-
-    def feed(self, data: bytes) -> list[Packet]:
-        self._buffer += data
-        found: list[Packet] = []
-        while (packet := self._next()) is not None:
-            found.append(packet)
-        return found
+        super().__init__(max_length)
 
     def _next(self) -> Packet | None:
         buffer = self._buffer
@@ -140,18 +116,8 @@ class PacketParser:
             total = 4 + length
             if len(buffer) < total:
                 return None
-            raw = bytes(buffer[:total])
-            del buffer[:total]
-            ok = checksum(raw[2:-1]) == raw[-1]
-            self.packets += 1
-            if not ok:
-                self.checksum_errors += 1
+            raw, ok = self._take(total, lambda packet: check_holds(packet, len(packet) - CHECK_BYTES))
             return Packet(servo_id=raw[2], instruction=raw[4], params=raw[5:-1], checksum_ok=ok, raw=raw)
-
-    def _drop(self, count: int) -> None:
-        if count > 0:
-            self.garbage_bytes += count
-            del self._buffer[:count]
 
 
 def parse_packets(data: bytes) -> list[Packet]:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from na_description.crc16 import crc16
+from na_sim.packet_stream import PacketStream
 
 HEADER = b"\xff\xff\xfd\x00"
 HEADER_PREFIX = b"\xff\xff\xfd"
@@ -149,7 +150,7 @@ class Packet:
         return self.servo_id == BROADCAST_ID
 
 
-class PacketParser:
+class PacketParser(PacketStream[Packet]):
     """Incremental parser: feed it bytes as they arrive, get complete packets back.
 
     Garbage before a header is skipped (counted in ``garbage_bytes``). A packet with a bad
@@ -159,35 +160,7 @@ class PacketParser:
     """
 
     def __init__(self, max_length: int = MAX_LENGTH) -> None:
-        self._buffer = bytearray()
-        self._max_length = max_length
-        self.garbage_bytes = 0
-        self.checksum_errors = 0
-        self.packets = 0
-
-    @property
-    def pending(self) -> int:
-        """Bytes held back waiting for the rest of a packet."""
-        return len(self._buffer)
-
-    def reset(self) -> None:
-        self._buffer.clear()
-
-    def resync(self) -> list[Packet]:
-        """Give up on a stalled partial packet (e.g. a corrupted LEN): skip its first byte, re-scan."""
-        if not self._buffer:
-            return []
-        self._drop(1)
-        return self.feed(b"")
-
-    def feed(self, data: bytes) -> list[Packet]:
-        self._buffer += data
-        found: list[Packet] = []
-        while True:
-            packet = self._next()
-            if packet is None:
-                return found
-            found.append(packet)
+        super().__init__(max_length)
 
     def _next(self) -> Packet | None:
         buffer = self._buffer
@@ -208,19 +181,9 @@ class PacketParser:
             total = 7 + length
             if len(buffer) < total:
                 return None
-            raw = bytes(buffer[:total])
-            del buffer[:total]
-            ok = crc16(raw[:-2]) == int.from_bytes(raw[-2:], "little")
-            self.packets += 1
-            if not ok:
-                self.checksum_errors += 1
+            raw, ok = self._take(total, lambda packet: check_holds(packet, len(packet) - CHECK_BYTES))
             body = unstuff(raw[7:-2])
             return Packet(servo_id=raw[_ID_INDEX], instruction=body[0], params=body[1:], checksum_ok=ok, raw=raw)
-
-    def _drop(self, count: int) -> None:
-        if count > 0:
-            self.garbage_bytes += count
-            del self._buffer[:count]
 
 
 def parse_packets(data: bytes) -> list[Packet]:
