@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from na_common.cli_types import positive_float, positive_int
 from na_sim.tasks import PAYLOAD_TASKS
 
 GENERATE_EPILOG = """\
@@ -56,26 +57,6 @@ def _payloads(text: str) -> list[float]:
     return values
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="na-sim", description="NeuralActuator simulated rig: generate episode bags offline or run the live rig.")
@@ -91,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=GENERATE_EPILOG % {"payload_tasks": ", ".join(PAYLOAD_TASKS)})
     gen.add_argument("--tasks", nargs="+", required=True, metavar="TASK",
                      help="task ids or groups, space or comma separated (see below)")
-    gen.add_argument("--episodes", type=_positive_int, default=1, metavar="N",
+    gen.add_argument("--episodes", type=positive_int, default=1, metavar="N",
                      help="episodes per task (and per payload for payload tasks); default 1")
     gen.add_argument("--seed", type=int, default=0,
                      help="run seed (>= 0): the same seed gives the same bags; runs at other seeds share no "
@@ -102,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="payload masses for payload tasks, e.g. '100,250,500' (any mass; 0 = empty)")
     gen.add_argument("--quick", action="store_true",
                      help="shorter episodes (fewer repetitions, shorter holds) for smoke tests")
-    gen.add_argument("--max-seconds", type=_positive_float, metavar="S",
+    gen.add_argument("--max-seconds", type=positive_float, metavar="S",
                      help="cut every episode after S simulated seconds")
     gen.add_argument("--ft-always", action="store_true",
                      help="write /ft/wrench in every episode (default: only force_source=ft_sensor tasks)")

@@ -7,35 +7,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from na_common.cli_types import positive_float, positive_int
 from na_description.spec import robot_option_help
 from na_training.convert.config import ConvertError, load_config, robot_config_path
 from na_training.convert.records import format_report
 from na_training.convert.run import convert, default_jobs
 from na_training.labels import LabelError
 from na_training.nad import NadError
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not np.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
-
 
 EPILOG = ("Frames are the follower samples (or a uniform grid when resampling). Defaults "
           "(na_training/config/convert.yaml): command and leader latest sample at most 15 ms old, F/T mean within "
@@ -51,9 +29,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
                         help="episode bag directories (rosbag2 MCAP or sqlite3), or folders holding them")
     parser.add_argument("--out", required=True, metavar="NAD", help="output dataset directory")
     timing = parser.add_mutually_exclusive_group()
-    timing.add_argument("--rate", type=_positive_float, metavar="HZ",
+    timing.add_argument("--rate", type=positive_float, metavar="HZ",
                         help="resample to a uniform rate (default: keep the follower samples)")
-    timing.add_argument("--frame-period", type=_positive_float, metavar="S",
+    timing.add_argument("--frame-period", type=positive_float, metavar="S",
                         help="resample to frames of S seconds (e.g. 0.017, the paper's frame)")
     parser.add_argument("--config", metavar="YAML",
                         help="converter config (fixture, tare, tolerances; a file or the shipped name 'convert'); "
@@ -67,7 +45,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.add_argument("--keep-void", action="store_true",
                         help="also convert episodes whose metadata marks them void (the recorder saw an arm driver "
                              "trip or a bus go silent); by default they are left out, each named with its reason")
-    parser.add_argument("--jobs", type=_positive_int, metavar="N",
+    parser.add_argument("--jobs", type=positive_int, metavar="N",
                         help="bags converted in N worker processes (default: one per CPU, here "
                              f"{default_jobs()}); the dataset does not depend on N")
     parser.add_argument("--quiet", action="store_true",
