@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rig configuration: a YAML file or a name shipped in na_sim/config/ (default: the robot's, "
                           "sim_rig or sim_rig_so101); its robot: key must match --robot")
     gen.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
-    gen.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    gen.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
                      help="episodes simulated in parallel worker processes (default: CPU count); "
                           "the bags do not depend on it")
     gen.set_defaults(handler=_generate)
@@ -125,8 +125,6 @@ def _generate(args: argparse.Namespace) -> int:
                               payloads=args.payloads, quick=args.quick, max_seconds=args.max_seconds,
                               ft_always=args.ft_always, rig_config=args.rig_config, robot=args.robot)
     try:
-        if args.jobs < 1:
-            raise GenerateError(f"--jobs must be at least 1, got {args.jobs}")
         generate(options, progress=not args.no_progress, jobs=args.jobs)
     except (GenerateError, TaskError, RigConfigError) as err:
         print(f"na-sim generate: error: {err}", file=sys.stderr)

@@ -174,6 +174,20 @@ def test_unknown_task_is_refused_before_writing(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("option, value, says", [
+    ("--jobs", "0", "--jobs: must be at least 1"),
+    ("--episodes", "0", "--episodes: must be at least 1"),
+    ("--max-seconds", "inf", "--max-seconds: must be a finite number above 0"),
+])
+def test_a_bad_count_or_duration_is_one_line_and_writes_nothing(tmp_path, capsys, option, value, says):
+    out = tmp_path / "never"
+    with pytest.raises(SystemExit) as refused:
+        cli_main(["generate", "--tasks", "sweep_gripper", "--out", str(out), option, value])
+    assert refused.value.code == 2
+    assert says in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_cli_generate_and_groups(tmp_path, capsys):
     rc = cli_main(["generate", "--tasks", "sweep_gripper", "--episodes", "2", "--seed", "1", "--out", str(tmp_path),
                    "--max-seconds", "0.3", "--quick", "--no-progress"])
