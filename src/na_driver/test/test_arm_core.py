@@ -386,13 +386,16 @@ def test_a_servo_silent_while_its_watchdog_is_armed_holds_up_neither_the_reads_n
     must go on (their packets keep the other servos' watchdogs running), and once servo 12 answers, it is cleared
     (its watchdog expired meanwhile, and an expired watchdog refuses any value but 0) and armed. Before the fix one
     failed write aborted every read, the other servos expired too, and servo 12 refused its arming for as long as
-    the driver ran, while the driver published stale states without tripping."""
+    the driver ran, while the driver published stale states without tripping. The watchdog is 200 ms (10 units of
+    20 ms): a cycle that waits out servo 12's arming and its missing reply takes about 100 ms here, so the healthy
+    servos' packets come tens of ms apart, and with a 60 ms watchdog one of them expired when the host was busy (1
+    of 8 runs beside a demo); the stall's 0.4 s still outlasts 200 ms."""
     emulator, servos = emulated_arm()
-    core, log = make_core(emulator.port_path, bus_watchdog_ms=60.0)
+    core, log = make_core(emulator.port_path, bus_watchdog_ms=200.0)
     core.start()
     try:
         core.cycle()
-        assert [regs.get("bus_watchdog") for regs in servos] == [3] * 5
+        assert [regs.get("bus_watchdog") for regs in servos] == [10] * 5
         core.backend.set_torque(True)                       # as ~/torque or a reboot does: arm at the next read
         emulator.injector = DxlFaultInjector(DxlFaults(stall_servo_id=12,
                                                        stall_window_s=(emulator.elapsed_s, emulator.elapsed_s + 0.4)))
@@ -402,13 +405,13 @@ def test_a_servo_silent_while_its_watchdog_is_armed_holds_up_neither_the_reads_n
             during.append(core.cycle())
             time.sleep(0.01)
         assert any(not sample.stale[0] for sample in during)                       # the reads went on
-        assert [regs.get("bus_watchdog") for k, regs in enumerate(servos) if k != 1] == [3] * 4   # none expired
+        assert [regs.get("bus_watchdog") for k, regs in enumerate(servos) if k != 1] == [10] * 4   # none expired
         assert "could not arm the Bus Watchdog of servo 12" in log.text(1)
         deadline = time.monotonic() + 3.0
-        while servos[1].get("bus_watchdog") != 3 and time.monotonic() < deadline:
+        while servos[1].get("bus_watchdog") != 10 and time.monotonic() < deadline:
             core.cycle()
             time.sleep(0.01)
-        assert [regs.get("bus_watchdog") for regs in servos] == [3] * 5, log.text()
+        assert [regs.get("bus_watchdog") for regs in servos] == [10] * 5, log.text()
         assert not any(core.cycle().stale) and core.backend.watchdog_armed
         assert "Bus Watchdog of servo 12 armed" in log.text(1)
     finally:
